@@ -1,0 +1,1 @@
+"""Records -> one tidy table (results.parquet) with derived metrics."""

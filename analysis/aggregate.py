@@ -1,0 +1,102 @@
+"""python -m analysis.aggregate RUNS... [--out DIR]: records -> results.parquet and results.csv.
+
+One row per point: its parameters, each metric's median (named as the
+metric) with _p10/_p90/_p99/_n beside it, status and error for points that
+did not succeed, and provenance. Records copied from several clusters merge;
+a point measured twice keeps its newest ok record.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from analysis.derived import add_derived
+from jobs.records import RECORD_NAME, read_record
+
+STATS = ("p10", "p90", "p99", "n")
+PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_commit", "container",
+              "start_time", "finish_time")
+
+
+def find_records(paths: Iterable[Path]) -> list[Path]:
+    """record.json files under sweep dirs (<dir>/points/*/) or runs roots (<dir>/*/points/*/)."""
+    found: list[Path] = []
+    for root in map(Path, paths):
+        if not root.exists():
+            raise FileNotFoundError(f"no such runs directory: {root}")
+        if root.is_file():
+            found.append(root)
+            continue
+        found += sorted(root.glob(f"points/*/{RECORD_NAME}")) + sorted(root.glob(f"*/points/*/{RECORD_NAME}"))
+    return found
+
+
+def flatten(rec: dict[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {"point_id": rec["point_id"], "sweep": rec["sweep"], "status": rec["status"]}
+    row.update(rec["params"])
+    for name, m in rec.get("metrics", {}).items():
+        row[name] = m["median"]
+        row.update({f"{name}_{s}": m[s] for s in STATS})
+    for key, value in rec.get("info", {}).items():
+        row[key if key not in row else f"info_{key}"] = value
+    row["energy_meter"] = rec.get("energy", {}).get("meter")
+    err = rec.get("error") or {}
+    row["error_type"], row["error_message"], row["log_tail"] = err.get("type"), err.get("message"), err.get("log_tail")
+    prov = rec.get("provenance", {})
+    row.update({k: prov.get(k) for k in PROVENANCE})
+    for pkg in ("torch", "transformers", "accelsweep"):
+        row[f"{pkg}_version"] = prov.get("packages", {}).get(pkg)
+    row["rerun_command"] = rec.get("command")
+    return row
+
+
+def aggregate(paths: Iterable[Path]) -> pd.DataFrame:
+    rows = []
+    for path in find_records(paths):
+        rec = read_record(path)
+        if rec is None:
+            print(f"warning: skipping unreadable record {path}", file=sys.stderr)
+            continue
+        rows.append(flatten(rec))
+    if not rows:
+        return pd.DataFrame(columns=["point_id", "sweep", "status"])
+    table = pd.DataFrame(rows)
+    # One row per point: ok beats not ok, then the newest.
+    table["_ok"] = table["status"].eq("ok")
+    table = (table.sort_values(["_ok", "finish_time"], na_position="first")
+             .drop_duplicates("point_id", keep="last").drop(columns="_ok"))
+    table = table.sort_values([c for c in ("workload", "hardware", "model", "precision", "cards", "batch_size")
+                               if c in table]).reset_index(drop=True)
+    return add_derived(table)
+
+
+def write_table(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parquet, csv = out_dir / "results.parquet", out_dir / "results.csv"
+    table.to_parquet(parquet, index=False)
+    table.to_csv(csv, index=False)
+    return parquet, csv
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis.aggregate", description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="*", default=["runs"], help="sweep or runs directories (default: runs)")
+    ap.add_argument("--out", type=Path, help="where to write results.parquet (default: the first directory)")
+    args = ap.parse_args(argv)
+    try:
+        table = aggregate(args.runs)
+    except FileNotFoundError as exc:
+        ap.error(str(exc))
+    parquet, csv = write_table(table, args.out or Path(args.runs[0]))
+    counts = table["status"].value_counts().to_dict()
+    print(f"{len(table)} point(s) ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}) -> {parquet}, {csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""accelsweep: everything that runs before a job (sweep, plan, submit) and inside it (point)."""

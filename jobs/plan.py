@@ -1,0 +1,255 @@
+"""Points: identity, validation and the resources each one asks for.
+
+Everything here runs on the login node before anything is submitted, so it
+must be cheap and must collect every problem of every point at once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs import workloads
+
+_DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
+
+
+class SweepRejected(ValueError):
+    """Some points cannot run; nothing was submitted."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        lines = [f"{len(problems)} problem(s) found; nothing was submitted:"]
+        lines += [f"  - {where}: {why}" for where, why in problems]
+        super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class Resources:
+    """One scheduler request. Points with equal Resources share a job array."""
+
+    cluster: str
+    partition: str | None
+    nodes: int
+    tasks_per_node: int
+    gpus_per_node: int
+    gpu_request: str
+    gres_name: str | None
+    cpus_per_task: int | None
+    mem_gb: int | None
+    time_min: int
+    account: str | None
+    qos: str | None
+    setup: tuple[str, ...] = ()
+    container: str | None = None
+
+    def key(self) -> str:
+        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:8]
+
+
+@dataclass
+class Point:
+    point_id: str
+    sweep: str
+    overrides: list[str]
+    cfg: dict[str, Any]
+    params: dict[str, Any]
+    command: str
+    resources: Resources | None = None
+    problems: list[str] = field(default_factory=list)
+    submitted: str | None = None   # when this run submitted it (a record older than that is stale)
+
+    def spec(self) -> dict[str, Any]:
+        """What travels to the compute node."""
+        return {"point_id": self.point_id, "sweep": self.sweep, "cfg": self.cfg,
+                "params": self.params, "command": self.command}
+
+    @property
+    def label(self) -> str:
+        return " ".join(self.overrides) or "(defaults)"
+
+
+def parse_duration(text: str) -> int:
+    """'[D-]HH:MM:SS' -> minutes (rounded up)."""
+    m = _DURATION.match(str(text).strip())
+    if not m:
+        raise ValueError(f"time limit {text!r} is not a duration; use [D-]HH:MM:SS, e.g. 00:30:00 or 1-00:00:00")
+    days, h, mi, s = (int(g or 0) for g in m.groups())
+    if mi > 59 or s > 59:
+        raise ValueError(f"time limit {text!r}: minutes and seconds must be below 60")
+    total = ((days * 24 + h) * 60 + mi) * 60 + s
+    if total <= 0:
+        raise ValueError(f"time limit {text!r} must be positive")
+    return math.ceil(total / 60)
+
+
+def semantic(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a point's config that change what is measured (no paths, no scheduling)."""
+    model = cfg["model"]
+    return {
+        "hardware": cfg["hardware"]["name"],
+        "model": {"name": model["name"], "init": model["init"], "config": model["config"]},
+        "precision": cfg["precision"]["name"],
+        "cards": cfg["cards"],
+        "workload": cfg["workload"],
+        "seed": cfg["seed"],
+        "device_override": cfg.get("device_override"),
+    }
+
+
+def point_id(cfg: dict[str, Any]) -> str:
+    blob = json.dumps(semantic(cfg), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def nodes_for(cfg: dict[str, Any]) -> int:
+    return max(1, math.ceil(int(cfg["cards"]) / int(cfg["hardware"]["cards_per_node"])))
+
+
+def base_params(cfg: dict[str, Any]) -> dict[str, Any]:
+    hw = cfg["hardware"]
+    return {
+        "hardware": hw["name"],
+        "hardware_vendor": hw["vendor"],
+        "hardware_family": hw["family"],
+        "hardware_generation": hw["generation"],
+        "hardware_previous": hw["previous"],
+        "device": cfg.get("device_override") or hw["device"],
+        "model": cfg["model"]["name"],
+        "model_init": cfg["model"]["init"],
+        "precision": cfg["precision"]["name"],
+        "cards": cfg["cards"],
+        "nodes": nodes_for(cfg),
+        "seed": cfg["seed"],
+        "cluster": cfg["cluster"]["name"],
+    }
+
+
+def rerun_command(overrides: list[str], sweep_name: str) -> str:
+    keep = [o for o in overrides if not o.startswith(("sweep.name=", "force="))]
+    return shlex.join(["python", "-m", "jobs.sweep", *keep, f"sweep.name={sweep_name}", "force=true"])
+
+
+def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
+    """Build one point and collect every reason it cannot run (never raises for bad values)."""
+    problems: list[str] = []
+    params: dict[str, Any] = {}
+    try:
+        wl = workloads.get(cfg["workload"]["name"])
+        problems += wl.check(cfg)
+        params.update(wl.params(cfg))
+    except ValueError as exc:
+        problems.append(str(exc))
+    problems += check_point(cfg)
+    try:
+        params = {**base_params(cfg), **params}
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
+        problems.append(f"bad hardware or cards value: {exc}")
+    pid = point_id(cfg)
+    point = Point(point_id=pid, sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg, params=params,
+                  command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems)
+    if not problems:
+        try:
+            point.resources = resources_for(cfg)
+        except ValueError as exc:
+            point.problems.append(str(exc))
+    return point
+
+
+def check_point(cfg: dict[str, Any]) -> list[str]:
+    hw, prec, cluster = cfg["hardware"], cfg["precision"], cfg["cluster"]
+    problems = []
+    cards = cfg["cards"]
+    if not isinstance(cards, int) or isinstance(cards, bool) or cards < 1:
+        return [f"cards={cards!r} must be a whole number >= 1"]
+    if prec["name"] not in hw["precisions"]:
+        problems.append(f"precision={prec['name']} is not supported on hardware={hw['name']} "
+                        f"(supported: {', '.join(hw['precisions'])})")
+    nodes = nodes_for(cfg)
+    if nodes > cluster["max_nodes"]:
+        problems.append(f"cards={cards} needs {nodes} nodes of {hw['name']} ({hw['cards_per_node']} cards per node) "
+                        f"but cluster={cluster['name']} allows at most {cluster['max_nodes']} node(s), "
+                        f"i.e. cards <= {cluster['max_nodes'] * hw['cards_per_node']}")
+    device = cfg.get("device_override") or hw["device"]
+    if cluster["kind"] == "local":
+        problems += _check_local(device, cards, hw["name"])
+    model = cfg["model"]
+    if model["init"] not in ("random", "pretrained"):
+        problems.append(f"model.init={model['init']!r} must be random or pretrained")
+    elif model["init"] == "pretrained" and not (model.get("path") and Path(model["path"]).is_dir()):
+        problems.append(f"model={model['name']} has init=pretrained but model.path={model.get('path')!r} is not a "
+                        "directory; point model.path at a local checkpoint or use model.init=random")
+    try:
+        parse_duration(cluster["time_limit"])
+    except ValueError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+def _check_local(device: str, cards: int, hw_name: str) -> list[str]:
+    """cluster=local runs points on this machine: it must have the devices."""
+    if device == "cpu":
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if cards > cores:
+            return [f"cards={cards} on hardware={hw_name} runs {cards} worker processes but this machine has "
+                    f"{cores} core(s); use cards <= {cores}"]
+        return []
+    from jobs.devices import local_device_count
+
+    have = local_device_count(device)
+    if have < cards:
+        return [f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
+                "(cluster=local runs points here); submit with a Slurm cluster config or set device_override=cpu"]
+    return []
+
+
+def resources_for(cfg: dict[str, Any]) -> Resources:
+    hw, cluster, sl = cfg["hardware"], cfg["cluster"], cfg["hardware"]["slurm"]
+    cards, nodes = cfg["cards"], nodes_for(cfg)
+    per_node = math.ceil(cards / nodes)
+    gpus = per_node if hw["device"] != "cpu" and sl["gpu_request"] != "none" else 0
+    cpus = sl.get("cpus_per_card")
+    mem = sl.get("mem_per_card_gb")
+    return Resources(
+        cluster=cluster["name"],
+        partition=(cluster.get("partitions") or {}).get(hw["name"], sl["partition"]),
+        nodes=nodes,
+        tasks_per_node=per_node,
+        gpus_per_node=gpus,
+        gpu_request=sl["gpu_request"] if gpus else "none",
+        gres_name=sl.get("gres_name") if gpus else None,
+        cpus_per_task=cpus,
+        mem_gb=mem * per_node if mem else None,
+        time_min=parse_duration(cluster["time_limit"]),
+        account=cluster.get("account"),
+        qos=cluster.get("qos"),
+        setup=tuple(sl.get("setup") or ()),
+        container=sl.get("container"),
+    )
+
+
+def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
+    """All points, de-duplicated by id; raises SweepRejected listing every problem."""
+    points: dict[str, Point] = {}
+    problems: list[tuple[str, str]] = []
+    for overrides, cfg in configs:
+        p = make_point(cfg, overrides)
+        problems += [(p.label, why) for why in p.problems]
+        points.setdefault(p.point_id, p)
+    if problems:
+        raise SweepRejected(problems)
+    return list(points.values())
+
+
+def groups(points: list[Point]) -> dict[str, list[Point]]:
+    out: dict[str, list[Point]] = {}
+    for p in points:
+        assert p.resources is not None
+        out.setdefault(p.resources.key(), []).append(p)
+    return out

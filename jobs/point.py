@@ -1,0 +1,132 @@
+"""Runs ONE point on the node(s) it was given: environment, device, workload, record.
+
+Called by submitit on every task of the job (one task per card, or one per
+node if the workload says so). Rank 0 writes the record, also on failure;
+other ranks leave their traceback beside it for rank 0 to include.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs import records, workloads
+from jobs.devices import Device, dist_backend, setup_device
+from jobs.energy import make_meter
+
+
+@dataclass
+class Context:
+    device: Device
+    rank: int
+    world_size: int
+    local_rank: int
+    meter: Any
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def gather(self, obj):
+        """Every rank's `obj` as a list on rank 0, None elsewhere."""
+        if self.world_size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out = [None] * self.world_size if self.rank == 0 else None
+        dist.gather_object(obj, out, dst=0)
+        return out
+
+
+def _job_env() -> tuple[int, int, int, int, list[str]]:
+    """(rank, world, local_rank, local_world, hostnames) from submitit (Slurm or local) or a plain process."""
+    try:
+        import submitit
+
+        env = submitit.JobEnvironment()
+        return (env.global_rank, env.num_tasks, env.local_rank, env.num_tasks // env.num_nodes,
+                list(env.hostnames))
+    except RuntimeError:  # not inside a submitit job
+        return 0, 1, 0, 1, [socket.gethostname()]
+
+
+def _status_of(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if name == "OutOfMemoryError" or "out of memory" in str(exc).lower():
+        return "oom"
+    return "failed"
+
+
+def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
+    """Measure the point in `spec` (see plan.Point.spec); return its status."""
+    start = records.now()
+    cfg = spec["cfg"]
+    point_dir = Path(sweep_dir) / "points" / spec["point_id"]
+    point_dir.mkdir(parents=True, exist_ok=True)
+    rank, world, local_rank, local_world, hosts = _job_env()
+    device_kind = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = None
+    print(f"[accelsweep] point {spec['point_id']} rank {rank}/{world} on {socket.gethostname()}: "
+          f"{spec['command']}", flush=True)
+    try:
+        if world > 1:
+            import submitit
+            import torch.distributed as dist
+
+            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
+        device = setup_device(device_kind, local_rank, local_world)
+        meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0)
+        ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter)
+        result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
+        if rank == 0:
+            _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
+                   info=result.info, energy={"meter": meter.name, "devices": world},
+                   error=None if result.status == "ok" else records.error_info(
+                       type_="CheckFailed", message=f"workload checks failed: {result.info}"))
+        return result.status
+    except BaseException as exc:
+        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else _status_of(exc)
+        tb = "".join(traceback.format_exception(exc))
+        print(tb, file=sys.stderr, flush=True)
+        if rank == 0:
+            others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
+            _write(spec, point_dir, start, device, hosts, status=status,
+                   error=records.error_info(exc, log_tail=(others + tb) if others else tb))
+        else:
+            (point_dir / f"rank{rank}.err").write_text(f"--- rank {rank} ---\n{tb}")
+        raise
+    finally:
+        if world > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
+def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:
+    prov = records.provenance(start_time=start, nodes=hosts,
+                              device_name=device.name() if device else None,
+                              device_runtime=device.runtime() if device else None)
+    rec = records.make_record(point=spec, provenance=prov, **fields)
+    records.write_record(point_dir / records.RECORD_NAME, rec)
+    print(f"[accelsweep] point {spec['point_id']}: {rec['status']} -> {point_dir / records.RECORD_NAME}",
+          flush=True)
+
+
+def failure_record(spec: dict[str, Any], sweep_dir: str, *, status: str, error: dict[str, str]) -> Path:
+    """A record for a point whose job died without writing one (killed, timed out, cancelled)."""
+    prov = records.provenance(start_time=records.now())
+    prov["hostname"] = socket.gethostname()
+    path = Path(sweep_dir) / "points" / spec["point_id"] / records.RECORD_NAME
+    rec = records.make_record(point=spec, provenance=prov, status=status, error=error)
+    return records.write_record(path, rec)
+
+

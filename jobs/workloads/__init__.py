@@ -1,0 +1,29 @@
+"""Workloads: what one point measures. One subpackage per workload.
+
+A workload module provides:
+  check(cfg) -> list[str]   reasons this point cannot run (plan time; no heavy imports)
+  params(cfg) -> dict       its flat parameters for the record and the table
+  run(cfg, ctx) -> Result   measure the point on ctx.device; called on every rank
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+WORKLOADS = {"inference": "jobs.workloads.inference"}
+
+
+@dataclass
+class Result:
+    samples: dict[str, list[float]]                       # metric -> one value per timed repeat
+    info: dict[str, Any] = field(default_factory=dict)    # scalar facts (checks, sizes)
+    status: str = "ok"
+
+
+def get(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(WORKLOADS[name])
+    except KeyError:
+        raise ValueError(f"unknown workload {name!r}; available: {', '.join(sorted(WORKLOADS))}") from None

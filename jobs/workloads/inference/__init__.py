@@ -1,0 +1,122 @@
+"""LLM inference: batched generation, timed per repeat (after LLM-Inference-Bench).
+
+With cards=N each rank is a data-parallel replica with its own copy of the
+model; the job's latency in a repeat is that of the slowest replica.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from jobs import metrics
+from jobs.workloads import Result
+
+from . import engines
+
+_SHAPE = re.compile(r"^(\d+)x(\d+)$")
+
+
+def lengths(wl: dict[str, Any]) -> tuple[int, int]:
+    """(input_tokens, output_tokens), from `shape` when it is set."""
+    if wl.get("shape") is None:
+        return int(wl["input_tokens"]), int(wl["output_tokens"])
+    m = _SHAPE.match(str(wl["shape"]))
+    if not m:
+        raise ValueError(f"workload.shape={wl['shape']!r} is not <input>x<output>, e.g. 128x128")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check(cfg: dict[str, Any]) -> list[str]:
+    wl = cfg["workload"]
+    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    problems = engines.check(wl["engine"], cfg["precision"]["name"], device)
+    try:
+        inp, out = lengths(wl)
+    except (TypeError, ValueError) as exc:
+        return problems + [str(exc)]
+    for key, value, low in (("input_tokens", inp, 1), ("output_tokens", out, 1), ("batch_size", wl["batch_size"], 1),
+                            ("repeats", wl["repeats"], 1), ("warmup", wl["warmup"], 0)):
+        if not isinstance(value, int) or value < low:
+            problems.append(f"workload.{key}={value!r} must be a whole number >= {low}")
+    if wl["scaling"] not in ("weak", "strong"):
+        problems.append(f"workload.scaling={wl['scaling']!r} must be weak or strong")
+    elif wl["scaling"] == "strong" and isinstance(wl["batch_size"], int) and wl["batch_size"] % cfg["cards"]:
+        problems.append(f"workload.scaling=strong splits batch_size={wl['batch_size']} over cards={cfg['cards']}: "
+                        "it must be a multiple of cards")
+    max_pos = cfg["model"]["config"].get("max_position_embeddings")
+    if max_pos and not problems and inp + out > max_pos:
+        problems.append(f"input+output={inp + out} tokens exceeds model {cfg['model']['name']}'s "
+                        f"max_position_embeddings={max_pos}")
+    return problems
+
+
+def per_card_batch(cfg: dict[str, Any]) -> int:
+    wl = cfg["workload"]
+    return wl["batch_size"] if wl["scaling"] == "weak" else wl["batch_size"] // cfg["cards"]
+
+
+def params(cfg: dict[str, Any]) -> dict[str, Any]:
+    wl = cfg["workload"]
+    try:
+        inp, out = lengths(wl)
+    except ValueError:
+        inp = out = None
+    return {"workload": "inference", "engine": wl["engine"], "batch_size": wl["batch_size"],
+            "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "scaling": wl["scaling"],
+            "warmup": wl["warmup"], "repeats": wl["repeats"]}
+
+
+def make_inputs(batch: int, length: int, vocab_size: int, seed: int):
+    """Token ids of exactly `length`, drawn from the vocabulary without the first few (special) ids."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    low = min(3, vocab_size - 1)
+    return torch.randint(low, vocab_size, (batch, length), generator=gen)
+
+
+def run(cfg: dict[str, Any], ctx) -> Result:
+    wl = cfg["workload"]
+    inp, out = lengths(wl)
+    batch = per_card_batch(cfg)
+    engine = engines.load(wl["engine"])(cfg["model"], cfg["precision"], ctx.device, wl.get(wl["engine"]) or {},
+                                        cfg["seed"])
+    ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
+    for _ in range(wl["warmup"]):
+        engine.warm_up(ids, out)
+    ctx.device.reset_peak_memory()
+    local = []
+    ctx.barrier()
+    ctx.meter.start()
+    for _ in range(wl["repeats"]):
+        ctx.barrier()
+        g = engine.generate(ids, out)
+        local.append((g.t_first - g.t_submit, g.t_end - g.t_submit, g.output_tokens))
+    energy_j = ctx.meter.stop()
+    peak = ctx.device.peak_memory_bytes()
+    gathered = ctx.gather({"repeats": local, "energy_j": energy_j, "peak": peak})
+    if gathered is None:  # not rank 0
+        return Result(samples={})
+    return summarise_ranks(gathered, batch=batch, inp=inp, out=out, info=engine.info())
+
+
+def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: dict) -> Result:
+    """Job-level samples per repeat from every rank's (ttft, latency, tokens)."""
+    samples: dict[str, list[float]] = {}
+    produced = {tok for r in ranks for (_, _, tok) in r["repeats"]}
+    total_batch = batch * len(ranks)
+    for rep in zip(*(r["repeats"] for r in ranks)):
+        ttft = max(t for t, _, _ in rep)
+        latency = max(lat for _, lat, _ in rep)
+        for name, value in metrics.inference_repeat(batch=total_batch, input_tokens=inp, output_tokens=out,
+                                                    latency_s=latency, ttft_s=ttft).items():
+            samples.setdefault(name, []).append(value)
+    samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
+    energies = [r["energy_j"] for r in ranks if r["energy_j"] is not None]
+    if energies:
+        energy = sum(energies)
+        samples["energy_j"] = [energy]
+        samples["tok_per_j"] = [total_batch * out * len(ranks[0]["repeats"]) / energy]
+    info = {**info, "output_tokens_produced": ",".join(map(str, sorted(produced))),
+            "exact_output_tokens": produced == {out}, "ranks": len(ranks), "batch_per_card": batch}
+    return Result(samples=samples, info=info, status="ok" if produced == {out} else "failed")

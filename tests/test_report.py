@@ -1,0 +1,198 @@
+"""Tests for the static report (report.build). The tables here are hand-made test fixtures, not measurements."""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from report.build import build, find_inputs, load, main
+from report.charts import embed_json
+from report.pages import discover
+
+EVIL_MODEL = "<script>alert(1)</script>"
+EVIL_ERROR = "CUDA error <img src=x onerror=alert(1)> at step 3"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _point(**kw):
+    """One fixture row; throughput is a made-up formula so that lines have a shape."""
+    row = dict(workload="inference", sweep="fixture-sweep", status="ok", error_type=None, error_message=None,
+               log_tail=None, hardware_vendor="test", hardware_family="test", hardware_generation=1,
+               hardware_previous=None, device="cpu", model_init="random", engine="hf", nodes=1,
+               input_tokens=32, output_tokens=32, shape="32x32", scaling="weak", warmup=1, repeats=3,
+               hostname="fixture-host", device_name="fixture", git_commit="0" * 40,
+               torch_version="0", transformers_version="0",
+               start_time="2025-01-01T00:00:00Z", finish_time="2025-01-01T00:01:00Z")
+    row.update(kw)
+    ok = row["status"] == "ok"
+    tput = (100.0 * row["batch_size"] * row["cards"] * ((0.9 if row["model"] == "tiny-llama" else 0.7) if row["cards"] > 1 else 1.0)
+            * (4.0 if row["hardware"] == "h100" else 1.0) * (1.5 if row["model"] == EVIL_MODEL else 1.0)) if ok else math.nan
+    row.update(throughput_out_tok_s=tput, throughput_out_tok_s_p10=tput * 0.9, throughput_out_tok_s_p90=tput * 1.1,
+               throughput_out_tok_s_p99=tput * 1.2, throughput_out_tok_s_n=3 if ok else 0,
+               latency_s=32 * row["batch_size"] / tput if ok else math.nan, ttft_s=0.01 if ok else math.nan,
+               itl_s=0.002 if ok else math.nan)
+    row["point_id"] = f"{row['hardware']}-{row['model']}-{row['precision']}-c{row['cards']}-b{row['batch_size']}"
+    row["rerun_command"] = f"python -m jobs.point --id {row['point_id']}"
+    return row
+
+
+@pytest.fixture
+def table() -> pd.DataFrame:
+    rows = []
+    for hw in ("cpu", "h100"):
+        for model in ("tiny-llama", EVIL_MODEL):
+            for cards in (1, 2):
+                for bs in (1, 4):
+                    rows.append(_point(hardware=hw, model=model, precision="fp32", cards=cards, batch_size=bs))
+    rows.append(_point(hardware="h100", model="tiny-llama", precision="bf16", cards=2, batch_size=8,
+                       status="oom", error_type="OutOfMemoryError", error_message=EVIL_ERROR,
+                       log_tail="line 1\n</pre><script>alert(2)</script>\nKilled"))
+    rows.append(_point(hardware="cpu", model=EVIL_MODEL, precision="bf16", cards=1, batch_size=16,
+                       status="timeout", error_type="Timeout", error_message="exceeded 600 s", log_tail=None))
+    df = pd.DataFrame(rows)
+    # scaling_efficiency as analysis.derived defines it: X(N) / (N X(1)) against the same point on 1 card.
+    key = ["hardware", "model", "precision", "batch_size"]
+    base = df[df.cards.eq(1) & df.status.eq("ok")].set_index(key)["throughput_out_tok_s"]
+    df["scaling_efficiency"] = [
+        r.throughput_out_tok_s / (r.cards * base.get(tuple(r[k] for k in key), math.nan)) if r.status == "ok"
+        else math.nan for _, r in df.iterrows()]
+    return df
+
+
+def _pages(site: Path) -> list[Path]:
+    return sorted(site.glob("*.html"))
+
+
+def test_build_writes_site(table, tmp_path):
+    index = build(table, tmp_path / "site")
+    site = index.parent
+    assert index == tmp_path / "site" / "index.html" and index.is_file()
+    names = {p.name for p in _pages(site)}
+    assert {"index.html", "inference.html", "failures.html"} <= names
+    assert (site / "assets" / "vega.js").stat().st_size > 100_000
+    assert len(pd.read_csv(site / "data" / "results.csv")) == len(table)
+    assert len(pd.read_parquet(site / "data" / "results.parquet")) == len(table)
+
+    index_html = index.read_text()
+    assert "fixture-sweep" in index_html and "data/results.csv" in index_html
+    for p in _pages(site):
+        text = p.read_text()
+        assert "http://" not in text and "https://" not in text, p   # no CDN, no absolute links
+        assert 'src="/' not in text and 'href="/' not in text, p      # works from any sub-path
+
+    inference = (site / "inference.html").read_text()
+    assert inference.count('class="vega-chart"') == 4   # throughput + scaling, per hardware
+    assert "Throughput vs batch size" in inference and "Scaling efficiency vs cards" in inference
+    assert "weak scaling" in inference
+    assert "best: " in inference and "tok/s on h100" in inference
+    assert inference.count('src="assets/vega.js"') == 1
+
+
+def test_data_strings_are_escaped(table, tmp_path):
+    site = build(table, tmp_path / "site").parent
+    for p in _pages(site):
+        text = p.read_text()
+        assert EVIL_MODEL not in text, p
+        assert "<img src=x" not in text, p
+        assert "<script>alert(2)" not in text, p
+        # the only script tags are ours: the bundle, the embed loop and application/json specs
+        for tag in re.findall(r"<script[^>]*>", text):
+            assert tag in ('<script src="assets/vega.js">', "<script>") or 'type="application/json"' in tag, tag
+    index = (site / "index.html").read_text()
+    assert html.escape(EVIL_MODEL) in index
+    failures = (site / "failures.html").read_text()
+    assert html.escape(EVIL_ERROR) in failures
+    assert "&lt;/pre&gt;&lt;script&gt;alert(2)&lt;/script&gt;" in failures
+    assert "python -m jobs.point --id" in failures and "OutOfMemoryError" in failures
+    # the embedded chart JSON still holds the model name, as data
+    inference = (site / "inference.html").read_text()
+    specs = re.findall(r'<script type="application/json" id="[^"]+">(.*?)</script>', inference, re.S)
+    assert specs and any(EVIL_MODEL in json.dumps(json.loads(s)) for s in specs)
+
+
+def test_embed_json_cannot_close_script():
+    text = embed_json({"a": "</script><!-- & \u2028"})
+    assert "</" not in text and "<!--" not in text and "&" not in text
+    assert json.loads(text) == {"a": "</script><!-- & \u2028"}
+
+
+def test_empty_and_all_failed(table, tmp_path):
+    site = build(pd.DataFrame(), tmp_path / "empty").parent
+    assert "no successful points" in (site / "inference.html").read_text()
+    assert (site / "failures.html").is_file()
+
+    failed = table.assign(status="failed", throughput_out_tok_s=math.nan, scaling_efficiency=math.nan)
+    site = build(failed, tmp_path / "failed").parent
+    inference = (site / "inference.html").read_text()
+    assert "no successful points" in inference and 'class="vega-chart"' not in inference
+    assert (site / "failures.html").read_text().count('class="failure"') == len(table)
+
+
+def test_tolerates_missing_columns(table, tmp_path):
+    slim = table.drop(columns=[c for c in table if c.startswith(("ttft", "itl", "throughput_out_tok_s_"))]
+                      + ["scaling_efficiency", "shape", "scaling", "log_tail", "workload"])
+    site = build(slim, tmp_path / "slim").parent
+    assert (site / "inference.html").read_text().count('class="vega-chart"') >= 2
+
+
+def test_cli_finds_inputs(table, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    (runs / "a").mkdir(parents=True)
+    (runs / "b").mkdir()
+    table.iloc[:5].to_parquet(runs / "a" / "results.parquet")
+    table.iloc[5:].to_parquet(runs / "b" / "results.parquet")
+    assert len(find_inputs([runs])) == 2
+    assert len(load([runs])) == len(table)
+    assert main([str(runs), "--out", str(tmp_path / "site")]) == 0
+    assert capsys.readouterr().out.strip().endswith("index.html")
+
+
+def test_page_registry():
+    slugs = [p.slug for p in discover()]
+    assert slugs[0] == "index" and {"inference", "failures"} <= set(slugs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"browser test needs Chromium at {CHROMIUM}")
+def test_pages_render_in_browser(table, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    sites = [build(table, tmp_path / "site").parent, build(pd.DataFrame(), tmp_path / "empty").parent]
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    paths = [p for site in sites for p in _pages(site)]
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--no-first-run", "--disable-sync"])
+        try:
+            for path in paths:
+                page = browser.new_page(viewport={"width": 1200, "height": 900})
+                errors, requests, dialogs = [], [], []
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on("request", lambda r: requests.append(r.url))
+                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                page.goto(path.as_uri(), wait_until="load")
+                n = page.locator(".vega-chart").count()
+                if n:
+                    page.wait_for_function(
+                        "() => [...document.querySelectorAll('.vega-chart')]"
+                        ".every(el => el.querySelector('svg, canvas'))", timeout=30_000)
+                    # vega-embed's actions menu (export PNG/SVG) is on
+                    assert page.locator(".vega-chart details.vega-actions, .vega-chart .vega-actions").count() == n
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(shots / f"{path.parent.name}-{path.stem}.png"), full_page=True)
+                page.close()
+                assert not errors, (path.name, errors)
+                assert not dialogs, (path.name, dialogs)
+                bad = [u for u in requests if not u.startswith(("file:", "data:", "about:"))]
+                assert not bad, (path.name, bad)
+        finally:
+            browser.close()
+    assert len(list(shots.glob("*.png"))) == len(paths)
