@@ -17,6 +17,7 @@ from typing import Any
 
 from jobs import workloads
 
+ENERGY_CHOICES = ("auto", "none", "rapl")
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 
 
@@ -185,6 +186,8 @@ def check_point(cfg: dict[str, Any]) -> list[str]:
     elif model["init"] == "pretrained" and not (model.get("path") and Path(model["path"]).is_dir()):
         problems.append(f"model={model['name']} has init=pretrained but model.path={model.get('path')!r} is not a "
                         "directory; point model.path at a local checkpoint or use model.init=random")
+    if cfg["energy"] not in ENERGY_CHOICES:
+        problems.append(f"energy={cfg['energy']!r} is not a meter; allowed: {', '.join(ENERGY_CHOICES)}")
     try:
         parse_duration(cluster["time_limit"])
     except ValueError as exc:
@@ -205,7 +208,8 @@ def _check_local(device: str, cards: int, hw_name: str) -> list[str]:
     have = local_device_count(device)
     if have < cards:
         return [f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
-                "(cluster=local runs points here); submit with a Slurm cluster config or set device_override=cpu"]
+                "(cluster=local runs points on this machine); run on a machine that has them, or set "
+                "device_override=cpu to exercise the pipeline on the CPU"]
     return []
 
 

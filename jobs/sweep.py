@@ -24,6 +24,9 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
         values = {repr(c[key]) for _, c in configs}
         if len(values) > 1:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
+    if first["cluster"]["kind"] != "local":
+        raise plan.SweepRejected([("cluster", f"cluster.kind={first['cluster']['kind']!r}: only local runs are "
+                                              "implemented so far (allowed: local)")])
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
     points = plan.plan(configs)
     todo, measured = submit.split_measured(points, sweep_dir, force=first["force"])
@@ -39,6 +42,15 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
     if first["sweep"]["report"]:
         finish(sweep_dir)
     return points
+
+
+def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]]) -> None:
+    """run(), with a rejected sweep reported as a short message and exit status 2."""
+    try:
+        run(configs)
+    except plan.SweepRejected as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def finish(sweep_dir: Path) -> None:
@@ -57,7 +69,7 @@ def finish(sweep_dir: Path) -> None:
 
 @hydra.main(version_base="1.3", config_path="pkg://hydra_conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    run([(list(HydraConfig.get().overrides.task), point_config(cfg))])
+    run_or_exit([(list(HydraConfig.get().overrides.task), point_config(cfg))])
 
 
 if __name__ == "__main__":

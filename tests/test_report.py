@@ -14,10 +14,10 @@ import pytest
 from report.build import build, find_inputs, load, main
 from report.charts import embed_json
 from report.pages import discover
+from tests.browser import CHROMIUM, check_pages
 
 EVIL_MODEL = "<script>alert(1)</script>"
 EVIL_ERROR = "CUDA error <img src=x onerror=alert(1)> at step 3"
-CHROMIUM = "/usr/bin/chromium"
 
 
 def _point(**kw):
@@ -161,38 +161,10 @@ def test_page_registry():
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"browser test needs Chromium at {CHROMIUM}")
 def test_pages_render_in_browser(table, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     sites = [build(table, tmp_path / "site").parent, build(pd.DataFrame(), tmp_path / "empty").parent]
     shots = tmp_path / "screenshots"
     shots.mkdir()
     paths = [p for site in sites for p in _pages(site)]
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--no-first-run", "--disable-sync"])
-        try:
-            for path in paths:
-                page = browser.new_page(viewport={"width": 1200, "height": 900})
-                errors, requests, dialogs = [], [], []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.on("request", lambda r: requests.append(r.url))
-                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-                page.goto(path.as_uri(), wait_until="load")
-                n = page.locator(".vega-chart").count()
-                if n:
-                    page.wait_for_function(
-                        "() => [...document.querySelectorAll('.vega-chart')]"
-                        ".every(el => el.querySelector('svg, canvas'))", timeout=30_000)
-                    # vega-embed's actions menu (export PNG/SVG) is on
-                    assert page.locator(".vega-chart details.vega-actions, .vega-chart .vega-actions").count() == n
-                page.wait_for_timeout(300)
-                page.screenshot(path=str(shots / f"{path.parent.name}-{path.stem}.png"), full_page=True)
-                page.close()
-                assert not errors, (path.name, errors)
-                assert not dialogs, (path.name, dialogs)
-                bad = [u for u in requests if not u.startswith(("file:", "data:", "about:"))]
-                assert not bad, (path.name, bad)
-        finally:
-            browser.close()
+    check_pages(paths, shots)
     assert len(list(shots.glob("*.png"))) == len(paths)

@@ -46,14 +46,14 @@ class AccelsweepLauncher(Launcher):
         self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from jobs.sweep import run
+        from jobs.sweep import run_or_exit
 
         loader = self.hydra_context.config_loader
         configs = []
         for overrides in job_overrides:
             cfg = loader.load_sweep_config(self.config, list(overrides))
             configs.append((list(overrides), point_config(cfg)))
-        run(configs)
+        run_or_exit(configs)
         out = []
         for overrides in job_overrides:
             ret = JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=None)

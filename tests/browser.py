@@ -1,0 +1,41 @@
+"""Open report pages in a real headless Chromium (Debian's package) and check that they render offline."""
+from __future__ import annotations
+
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"]
+
+
+def check_pages(paths: list[Path], shots: Path) -> None:
+    """Every chart has an SVG or canvas and an export menu; no console errors, dialogs or network requests."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            for path in paths:
+                page = browser.new_page(viewport={"width": 1200, "height": 900})
+                errors, requests, dialogs = [], [], []
+                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.on("request", lambda r: requests.append(r.url))
+                page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+                page.goto(path.as_uri(), wait_until="load")
+                n = page.locator(".vega-chart").count()
+                if n:
+                    page.wait_for_function(
+                        "() => [...document.querySelectorAll('.vega-chart')]"
+                        ".every(el => el.querySelector('svg, canvas'))", timeout=30_000)
+                    # vega-embed's actions menu (export PNG/SVG) is on
+                    assert page.locator(".vega-chart details.vega-actions, .vega-chart .vega-actions").count() == n
+                page.wait_for_timeout(300)
+                page.screenshot(path=str(shots / f"{path.parent.name}-{path.stem}.png"), full_page=True)
+                page.close()
+                assert not errors, (path.name, errors)
+                assert not dialogs, (path.name, dialogs)
+                bad = [u for u in requests if not u.startswith(("file:", "data:", "about:"))]
+                assert not bad, (path.name, bad)
+        finally:
+            browser.close()

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from hydra_plugins.accelsweep_launcher import point_config
+
+
+@pytest.fixture
+def make_cfg():
+    """A resolved point config for `overrides`, composed from the shipped hydra_conf."""
+    def _make(*overrides: str) -> dict[str, Any]:
+        with initialize_config_module(config_module="hydra_conf", version_base="1.3"):
+            return point_config(compose("config", overrides=list(overrides)))
+    return _make

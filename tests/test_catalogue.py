@@ -1,0 +1,55 @@
+"""The shipped config groups: complete, consistent, and buildable."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+CONF = Path(__file__).resolve().parents[1] / "hydra_conf"
+HARDWARE = sorted((CONF / "hardware").glob("*.yaml"))
+MODELS = sorted((CONF / "model").glob("*.yaml"))
+PRECISIONS = {p.stem for p in (CONF / "precision").glob("*.yaml")}
+
+
+def test_catalogue_is_complete():
+    assert {p.stem for p in HARDWARE} == {"cpu", "v100", "a100", "h100", "h200", "gh200", "mi250", "mi300x",
+                                         "gaudi1", "gaudi2", "gaudi3"}
+    assert {"tiny-llama", "tiny-mistral", "llama-2-7b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
+            "tinyllama-1.1b"} == {p.stem for p in MODELS}
+    assert PRECISIONS == {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mixed"}
+
+
+@pytest.mark.parametrize("path", HARDWARE, ids=lambda p: p.stem)
+def test_hardware_file(path):
+    hw = yaml.safe_load(path.read_text())
+    ref = yaml.safe_load((CONF / "hardware" / "h100.yaml").read_text())
+    assert hw["name"] == path.stem
+    assert list(hw) == list(ref) and list(hw["slurm"]) == list(ref["slurm"])
+    assert hw["device"] in {"cpu", "cuda", "rocm", "hpu"}
+    assert set(hw["precisions"]) <= PRECISIONS and "fp32" in hw["precisions"]
+    assert hw["cards_per_node"] >= 1
+    for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w"):
+        assert hw[key] is None or hw[key] > 0
+    assert all(v is None or v > 0 for v in hw["peak_tflops"].values())
+    if hw["previous"]:
+        prev = yaml.safe_load((CONF / "hardware" / f"{hw['previous']}.yaml").read_text())
+        assert prev["family"] == hw["family"] and prev["generation"] == hw["generation"] - 1
+    if hw["device"] != "cpu":  # every published number carries its source on the same line
+        lines = [ln for ln in path.read_text().splitlines()
+                 if ln.strip().startswith(("memory_gb", "memory_bandwidth_gbs", "cards_per_node"))]
+        assert all("#" in ln for ln in lines), lines
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_model_builds_on_meta_device(path):
+    import torch
+    import transformers
+
+    from jobs.models import hf_config
+
+    m = yaml.safe_load(path.read_text())
+    assert m["name"] == path.stem
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(hf_config(m))
+    n = sum(p.numel() for p in model.parameters())
+    if m["params_b"]:
+        assert n / 1e9 == pytest.approx(m["params_b"], rel=0.02)

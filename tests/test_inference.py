@@ -1,0 +1,68 @@
+"""The inference workload on the tiny models: real transformers generate on the CPU."""
+import pytest
+import torch
+
+from jobs import energy, plan
+from jobs.models import build_causal_lm
+from jobs.devices import setup_device
+from jobs.point import Context
+from jobs.workloads import inference
+
+
+@pytest.fixture
+def ctx():
+    return Context(device=setup_device("cpu", 0, 1), rank=0, world_size=1, local_rank=0, meter=energy.NoneMeter())
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-mistral"])
+def test_generate_counts_and_timings(make_cfg, ctx, model):
+    cfg = make_cfg(f"model={model}", "workload.shape=12x7", "workload.batch_size=3", "workload.repeats=4",
+                   "workload.warmup=1")
+    res = inference.run(cfg, ctx)
+    assert res.status == "ok"
+    assert res.info["exact_output_tokens"] is True and res.info["output_tokens_produced"] == "7"
+    s = res.samples
+    assert all(len(s[k]) == 4 for k in ("latency_s", "ttft_s", "itl_s", "throughput_out_tok_s"))
+    for lat, ttft, itl, thr, tot in zip(s["latency_s"], s["ttft_s"], s["itl_s"], s["throughput_out_tok_s"],
+                                        s["throughput_total_tok_s"]):
+        assert 0 < ttft < lat
+        assert itl == pytest.approx((lat - ttft) / 6)
+        assert thr == pytest.approx(3 * 7 / lat) and tot == pytest.approx(3 * 19 / lat)
+    assert s["peak_mem_gb"][0] > 0
+    assert "energy_j" not in s   # the none meter measures nothing, and says so
+
+
+def test_inputs_have_requested_shape():
+    ids = inference.make_inputs(4, 33, 1000, seed=1)
+    assert tuple(ids.shape) == (4, 33) and int(ids.min()) >= 3 and int(ids.max()) < 1000
+    assert (ids == inference.make_inputs(4, 33, 1000, seed=1)).all()
+
+
+def test_ranks_combine_as_slowest_replica():
+    ranks = [{"repeats": [(0.1, 1.0, 5)], "energy_j": 2.0, "peak": 1e9},
+             {"repeats": [(0.2, 0.8, 5)], "energy_j": 3.0, "peak": 2e9}]
+    res = inference.summarise_ranks(ranks, batch=2, inp=4, out=5, info={})
+    assert res.samples["latency_s"] == [1.0] and res.samples["ttft_s"] == [0.2]
+    assert res.samples["throughput_out_tok_s"] == [pytest.approx(2 * 2 * 5 / 1.0)]
+    assert res.samples["energy_j"] == [5.0] and res.samples["tok_per_j"] == [pytest.approx(20 / 5.0)]
+    assert res.samples["peak_mem_gb"] == [2.0]
+
+
+def test_short_sequences_fail_the_check():
+    ranks = [{"repeats": [(0.1, 1.0, 4)], "energy_j": None, "peak": 1}]
+    res = inference.summarise_ranks(ranks, batch=1, inp=4, out=5, info={})
+    assert res.status == "failed" and res.info["exact_output_tokens"] is False
+
+
+def test_pretrained_checkpoint_loads_from_local_path(make_cfg, ctx, tmp_path):
+    random_cfg = make_cfg("model=tiny-llama")
+    build_causal_lm(random_cfg["model"], torch.float32, "cpu", seed=3).save_pretrained(tmp_path / "ckpt")
+    cfg = make_cfg("model=tiny-llama", "model.init=pretrained", f"model.path={tmp_path / 'ckpt'}",
+                   "workload.shape=4x3", "workload.repeats=1", "workload.warmup=0")
+    assert plan.make_point(cfg, []).problems == []
+    res = inference.run(cfg, ctx)
+    assert res.status == "ok" and res.info["model_params"] > 0
+    loaded = build_causal_lm(cfg["model"], torch.float32, "cpu")
+    again = build_causal_lm(random_cfg["model"], torch.float32, "cpu", seed=3)
+    for (name, a), (_, b) in zip(loaded.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(a, b), name

@@ -1,0 +1,83 @@
+import pytest
+
+from jobs import plan
+
+
+def test_point_id_is_stable_and_semantic(make_cfg):
+    a = make_cfg("cards=1")
+    assert plan.point_id(a) == plan.point_id(make_cfg("cards=1"))
+    # where records go and how the sweep is named do not change what is measured
+    assert plan.point_id(a) == plan.point_id(make_cfg("sweep.name=other", "sweep.runs_dir=/elsewhere", "force=true"))
+    for change in ("cards=2", "precision=bf16", "model=tiny-mistral", "workload.batch_size=2",
+                   "model.config.hidden_size=64", "seed=1"):
+        assert plan.point_id(make_cfg(change)) != plan.point_id(a), change
+
+
+def test_plan_dedupes_and_groups(make_cfg):
+    configs = [(o, make_cfg(*o)) for o in (["cards=1"], ["cards=1", "sweep.report=false"], ["cards=2"],
+                                           ["cards=2", "precision=bf16"])]
+    points = plan.plan(configs)
+    assert len(points) == 3
+    groups = plan.groups(points)
+    assert sorted(len(g) for g in groups.values()) == [1, 2]   # cards=2 fp32 and bf16 share a request
+
+
+def test_rejection_lists_every_problem(make_cfg):
+    configs = [(o, make_cfg(*o)) for o in (["precision=fp8"], ["cards=999"], ["cards=1"],
+                                           ["workload.shape=12by4"])]
+    with pytest.raises(plan.SweepRejected) as err:
+        plan.plan(configs)
+    text = str(err.value)
+    assert "precision=fp8 is not supported on hardware=cpu (supported: fp32, bf16, fp16)" in text
+    assert "cards=999" in text and "core(s)" in text
+    assert "workload.shape='12by4' is not <input>x<output>" in text
+    assert "nothing was submitted" in text
+    assert {where for where, _ in err.value.problems} == {"precision=fp8", "cards=999", "workload.shape=12by4"}
+
+
+def test_accelerator_points_checked_against_this_machine(make_cfg):
+    cfg = make_cfg("hardware=h100")
+    problems = plan.make_point(cfg, ["hardware=h100"]).problems
+    assert any("needs 1 cuda device" in p for p in problems) or problems == []  # [] on a machine with a GPU
+    assert plan.make_point(make_cfg("hardware=h100", "device_override=cpu"), []).problems == []
+
+
+def test_more_nodes_than_cluster_allows(make_cfg):
+    cfg = make_cfg("hardware=h100", "cards=16", "device_override=cpu")
+    problems = plan.make_point(cfg, []).problems
+    assert any("needs 2 nodes of h100 (8 cards per node)" in p and "cards <= 8" in p for p in problems)
+
+
+def test_strong_scaling_batch_must_divide(make_cfg):
+    problems = plan.make_point(make_cfg("workload.scaling=strong", "workload.batch_size=3", "cards=2"), []).problems
+    assert any("multiple of cards" in p for p in problems)
+
+
+def test_pretrained_needs_a_path(make_cfg):
+    problems = plan.make_point(make_cfg("model=llama-3-8b", "hardware=cpu"), []).problems
+    assert any("init=pretrained" in p and "model.init=random" in p for p in problems)
+
+
+@pytest.mark.parametrize("text,minutes", [("00:30:00", 30), ("1-00:00:00", 1440), ("00:00:01", 1),
+                                          ("12:00:00", 720)])
+def test_parse_duration(text, minutes):
+    assert plan.parse_duration(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["30", "00:61:00", "soon", "00:00:00", "1:2:3"])
+def test_parse_duration_rejects(text):
+    with pytest.raises(ValueError, match="time limit"):
+        plan.parse_duration(text)
+
+
+def test_resources(make_cfg):
+    r = plan.resources_for(make_cfg("hardware=h100", "cards=4"))
+    assert (r.partition, r.nodes, r.tasks_per_node, r.gpus_per_node, r.gpu_request) == ("h100", 1, 4, 4, "gres")
+    assert r.time_min == 30
+    cpu = plan.resources_for(make_cfg("cards=2"))
+    assert (cpu.gpus_per_node, cpu.gpu_request, cpu.tasks_per_node) == (0, "none", 2)
+
+
+def test_rerun_command_forces_the_point():
+    cmd = plan.rerun_command(["cards=2", "model=it's"], "s1")
+    assert cmd == "python -m jobs.sweep cards=2 'model=it'\"'\"'s' sweep.name=s1 force=true"

@@ -1,0 +1,101 @@
+"""The README's example sweep, for real: local submitit jobs, tiny models, records, table, report, browser."""
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from jobs import records
+from tests.browser import CHROMIUM, check_pages
+
+EXAMPLE = ["-m", "hardware=cpu", "cards=1,2", "model=tiny-llama,tiny-mistral", "precision=fp32,bf16"]
+
+
+def sweep(cwd, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("example")
+    return cwd, sweep(cwd, *EXAMPLE)
+
+
+@pytest.mark.slow
+def test_example_sweep_records_table_report(example, tmp_path):
+    cwd, proc = example
+    sweep_dir = cwd / "runs" / "default"
+    recs = [json.loads(p.read_text()) for p in sorted((sweep_dir / "points").glob("*/record.json"))]
+    assert len(recs) == 8 and {r["status"] for r in recs} == {"ok"}, proc.stdout
+    for r in recs:
+        records.validate(r)
+        assert r["info"]["exact_output_tokens"] is True
+        assert r["metrics"]["latency_s"]["n"] == 3
+    assert {(r["params"]["cards"], r["info"]["ranks"]) for r in recs} == {(1, 1), (2, 2)}
+    table = pd.read_parquet(sweep_dir / "results.parquet")
+    assert len(table) == 8 and set(table.status) == {"ok"}
+    assert table.loc[table.cards == 1, "scaling_efficiency"].eq(1.0).all()
+    assert table.loc[table.cards == 2, "scaling_efficiency"].between(0.05, 1.5).all()
+    out = proc.stdout
+    assert "ok 8" in out and f"report:  {sweep_dir / 'site' / 'index.html'}" in out
+    assert f"table:   {sweep_dir / 'results.parquet'}" in out
+    manifest = json.loads((sweep_dir / "manifest.json").read_text())
+    assert len(manifest["points"]) == 8 and manifest["submissions"][0]["argv"]
+    if os.path.exists(CHROMIUM):
+        shots = tmp_path / "shots"
+        shots.mkdir()
+        check_pages(sorted((sweep_dir / "site").glob("*.html")), shots)
+
+
+@pytest.mark.slow
+def test_resume_skips_measured_and_failures_do_not_stop_others(example, tmp_path):
+    cwd, _ = example
+    before = {p: p.stat().st_mtime_ns for p in (cwd / "runs/default/points").glob("*/record.json")}
+    empty = tmp_path / "empty-checkpoint"
+    empty.mkdir()
+    # model.path is not part of a point's id, init is: the two random points are already measured
+    proc = sweep(cwd, "-m", "model=tiny-llama", "precision=fp32", "cards=1,2", "model.init=random,pretrained",
+                 f"model.path={empty}")
+    out = proc.stdout
+    assert "2 already measured (skipped), 2 to run" in out, out
+    assert "[1/2] failed" in out and "[2/2] failed" in out
+    after = {p: p.stat().st_mtime_ns for p in (cwd / "runs/default/points").glob("*/record.json")}
+    assert all(after[p] == t for p, t in before.items())       # nothing already measured was touched
+    failed = [json.loads(p.read_text()) for p in after if p not in before]
+    assert len(failed) == 2 and {r["status"] for r in failed} == {"failed"}
+    for r in failed:
+        records.validate(r)
+        assert r["error"]["type"] and str(empty) in r["error"]["message"] + r["error"]["log_tail"]
+        assert r["command"].endswith("force=true")
+    table = pd.read_parquet(cwd / "runs/default/results.parquet")
+    assert len(table) == 10 and (table.status == "failed").sum() == 2
+
+
+@pytest.mark.slow
+def test_bad_points_reject_the_whole_sweep(tmp_path):
+    proc = sweep(tmp_path, "-m", "precision=fp32,fp8", "cards=1,64", check=False)
+    assert proc.returncode == 2
+    assert "6 problem(s) found; nothing was submitted" in proc.stderr
+    assert "cards=64 on hardware=cpu runs 64 worker processes" in proc.stderr
+    assert "precision=fp8 is not supported on hardware=cpu (supported: fp32, bf16, fp16)" in proc.stderr
+    assert not (tmp_path / "runs" / "default" / "points").exists()
+
+
+@pytest.mark.slow
+def test_unknown_choice_lists_the_allowed(tmp_path):
+    proc = sweep(tmp_path, "hardware=tpu9", check=False)
+    assert proc.returncode != 0
+    assert "Could not find 'hardware/tpu9'" in proc.stderr and "gaudi3" in proc.stderr
+
+
+@pytest.mark.slow
+def test_cfg_job_shows_resolved_config(tmp_path):
+    proc = sweep(tmp_path, "--cfg", "job", "hardware=h100", "cards=4")
+    assert "memory_bandwidth_gbs: 3350" in proc.stdout and "cards: 4" in proc.stdout
+    assert not (tmp_path / "runs").exists()
