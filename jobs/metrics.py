@@ -25,6 +25,13 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
                           "peak resident set size of the process on the CPU (largest over cards)"),
     "energy_j": ("J", "energy over the measured window only, summed over all devices of the job"),
     "tok_per_j": ("tokens/J", "generated tokens / energy_j"),
+    "decode_bw_fraction": ("fraction", "achieved / peak memory bandwidth in decode, per card: (weight bytes + KV "
+                                       "bytes per sequence per token x batch x (input + output/2)) / itl_s / "
+                                       "hardware.memory_bandwidth_gbs; all weights counted (MoE too)"),
+    "prefill_compute_fraction": ("fraction", "achieved / peak dense FLOP/s in prefill, per card: (2 x active "
+                                             "non-embedding params x batch x input + 2 x vocab x hidden x batch "
+                                             "+ 2 x layers x batch x input^2 x heads x head_dim) / ttft_s / "
+                                             "hardware.peak_tflops[precision.peak_key]"),
     "scaling_efficiency": ("fraction", "strong: T(1) / (N x T(N)) for fixed total work; weak: X(N) / (N x X(1)) "
                                         "for fixed per-card work; computed from throughput_out_tok_s against the "
                                         "1-card point with otherwise equal parameters"),

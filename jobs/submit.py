@@ -29,14 +29,21 @@ def print_plan(todo: list[Point], groups: dict[str, list[Point]], sweep_dir: Pat
     from rich.table import Table
 
     table = Table(title=f"dry run: nothing submitted (records would go to {sweep_dir / 'points'})")
-    for col in ("point", "group", "partition", "nodes", "tasks/node", "gpus/node", "time (min)", "overrides"):
+    for col in ("point", "group", "partition", "nodes", "tasks/node", "gpus/node", "time (min)", "mem est/card (GB)", "overrides"):
         table.add_column(col)
     for key, pts in groups.items():
         for p in pts:
             r = p.resources
             table.add_row(p.point_id, key, str(r.partition), str(r.nodes), str(r.tasks_per_node),
-                          str(r.gpus_per_node), str(r.time_min), p.label)
+                          str(r.gpus_per_node), str(r.time_min), _fit(p.params), p.label)
     Console(width=200).print(table)
+
+
+def _fit(params: dict) -> str:
+    est, fits = params.get("mem_estimate_gb"), params.get("mem_fits")
+    if est is None:
+        return "?"
+    return f"{est:.1f}" + {True: " fits", False: " WILL NOT FIT", None: ""}[fits]
 
 
 def write_manifest(sweep_dir: Path, points: list[Point], groups: dict[str, list[Point]], argv: list[str]) -> Path:

@@ -66,3 +66,35 @@ def test_pretrained_checkpoint_loads_from_local_path(make_cfg, ctx, tmp_path):
     again = build_causal_lm(random_cfg["model"], torch.float32, "cpu", seed=3)
     for (name, a), (_, b) in zip(loaded.state_dict().items(), again.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+def test_model_math_matches_transformers_and_hand_values(make_cfg):
+    from jobs.workloads.inference import model_math as mm
+
+    c = make_cfg("model=llama-3-8b", "model.init=random")["model"]["config"]
+    assert mm.parameters(c) == 8_030_261_248            # transformers' count of Meta-Llama-3-8B
+    assert mm.kv_bytes_per_token(c, "bfloat16") == 2 * 32 * 8 * 128 * 2   # 128 KiB per token
+    mix = make_cfg("model=mixtral-8x7b", "model.init=random")["model"]["config"]
+    assert mm.parameters(mix) == 46_702_792_704 and 12.8e9 < mm.parameters(mix, active=True) < 13.0e9
+    bf16 = {"weight_bits": 16, "dtype": "bfloat16"}
+    assert mm.memory_estimate_gb(c, bf16, batch=1, tokens=0) == pytest.approx(16.06, abs=0.01)
+
+
+def test_roofline_fractions_hand_computed(make_cfg):
+    cfg = make_cfg("hardware=h100", "precision=bf16", "model=tiny-llama")
+    c = cfg["model"]["config"]
+    from jobs.workloads.inference import model_math as mm
+
+    res = inference.roofline(cfg, 2, 10, 5, {"itl_s": [0.001], "ttft_s": [0.01]})
+    step = mm.parameters(c) * 2 + mm.kv_bytes_per_token(c, "bfloat16") * 2 * 12.5
+    assert res["decode_bw_fraction"] == [pytest.approx(step / 0.001 / 3350e9)]
+    assert res["prefill_compute_fraction"] == [pytest.approx(mm.prefill_flops(c, 2, 10) / 0.01 / 989.4e12)]
+    assert inference.roofline(make_cfg("device_override=cpu", "hardware=h100"), 1, 1, 2,
+                              {"itl_s": [1.0], "ttft_s": [1.0]}) == {}
+
+
+def test_memory_fit_in_params(make_cfg):
+    p = inference.params(make_cfg("hardware=h100", "model=llama-3-70b", "model.init=random", "precision=bf16"))
+    assert p["mem_estimate_gb"] > 140 and p["mem_fits"] is False
+    p = inference.params(make_cfg("hardware=h200", "model=llama-3-8b", "model.init=random", "precision=bf16"))
+    assert p["mem_fits"] is True

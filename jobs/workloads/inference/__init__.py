@@ -11,7 +11,7 @@ from typing import Any
 from jobs import metrics
 from jobs.workloads import Result
 
-from . import engines
+from . import engines, model_math
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -61,9 +61,33 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
         inp, out = lengths(wl)
     except ValueError:
         inp = out = None
-    return {"workload": "inference", "engine": wl["engine"], "batch_size": wl["batch_size"],
-            "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "scaling": wl["scaling"],
-            "warmup": wl["warmup"], "repeats": wl["repeats"]}
+    out_params = {"workload": "inference", "engine": wl["engine"], "batch_size": wl["batch_size"],
+                  "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "scaling": wl["scaling"],
+                  "warmup": wl["warmup"], "repeats": wl["repeats"], "mem_estimate_gb": None, "mem_fits": None}
+    try:
+        est = model_math.memory_estimate_gb(cfg["model"]["config"], cfg["precision"], per_card_batch(cfg), inp + out)
+    except (KeyError, TypeError, ZeroDivisionError):  # bad values are reported by check()
+        return out_params
+    card_gb = cfg["hardware"]["memory_gb"]
+    out_params.update(mem_estimate_gb=round(est, 4), mem_fits=None if card_gb is None else est <= card_gb)
+    return out_params
+
+
+def roofline(cfg: dict[str, Any], batch: int, inp: int, out: int, samples: dict[str, list[float]]) -> dict:
+    """Achieved fractions of the hardware file's peaks, per repeat (absent where a peak is unknown)."""
+    hw, prec, c = cfg["hardware"], cfg["precision"], cfg["model"]["config"]
+    if cfg.get("device_override"):   # the peaks describe hardware this point did not run on
+        return {}
+    res: dict[str, list[float]] = {}
+    bw = hw.get("memory_bandwidth_gbs")
+    if bw and "itl_s" in samples:
+        step = model_math.decode_bytes_per_step(c, prec, batch, inp, out)
+        res["decode_bw_fraction"] = [step / itl / (bw * 1e9) for itl in samples["itl_s"]]
+    peak = (hw.get("peak_tflops") or {}).get(prec["peak_key"])
+    if peak:
+        flops = model_math.prefill_flops(c, batch, inp)
+        res["prefill_compute_fraction"] = [flops / t / (peak * 1e12) for t in samples["ttft_s"]]
+    return res
 
 
 def make_inputs(batch: int, length: int, vocab_size: int, seed: int):
@@ -97,7 +121,9 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     gathered = ctx.gather({"repeats": local, "energy_j": energy_j, "peak": peak})
     if gathered is None:  # not rank 0
         return Result(samples={})
-    return summarise_ranks(gathered, batch=batch, inp=inp, out=out, info=engine.info())
+    result = summarise_ranks(gathered, batch=batch, inp=inp, out=out, info=engine.info())
+    result.samples.update(roofline(cfg, batch, inp, out, result.samples))
+    return result
 
 
 def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: dict) -> Result:

@@ -1,0 +1,56 @@
+"""Sizes, bytes and FLOPs of a decoder-only transformer from its config (LLaMA/Mistral/Mixtral shapes).
+
+Used before a run (memory fit) and after it (roofline fractions); formulas in jobs.metrics.DEFINITIONS.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _dims(c: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
+    h, layers, heads = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"]
+    kv = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or h // heads
+    return h, c["intermediate_size"], layers, heads, kv, head_dim
+
+
+def parameters(c: dict[str, Any], active: bool = False) -> int:
+    """Parameter count; with active=True only the experts a token uses (MoE)."""
+    h, inter, layers, heads, kv, d = _dims(c)
+    experts = c.get("num_local_experts") or 1
+    used = (c.get("num_experts_per_tok") or 1) if active else experts
+    attn = h * heads * d + 2 * h * kv * d + heads * d * h
+    mlp = used * 3 * h * inter + (h * experts if experts > 1 else 0)
+    embed = c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
+    return layers * (attn + mlp + 2 * h) + h + embed
+
+
+def kv_bytes_per_token(c: dict[str, Any], dtype: str) -> int:
+    """KV cache bytes one sequence adds per token (keys and values of every layer)."""
+    _, _, layers, _, kv, d = _dims(c)
+    return 2 * layers * kv * d * DTYPE_BYTES[dtype]
+
+
+def weight_bytes(c: dict[str, Any], precision: dict[str, Any]) -> float:
+    bits = precision.get("weight_bits") or 16
+    return parameters(c) * bits / 8
+
+
+def memory_estimate_gb(c: dict[str, Any], precision: dict[str, Any], batch: int, tokens: int) -> float:
+    """Weights + full KV cache of one replica, in GB (activations and allocator slack not included)."""
+    return (weight_bytes(c, precision) + kv_bytes_per_token(c, precision["dtype"]) * batch * tokens) / 1e9
+
+
+def prefill_flops(c: dict[str, Any], batch: int, inp: int) -> float:
+    """2 x active non-embedding params per token, plus causal attention (QK^T and AV, half the square)."""
+    h, _, layers, heads, _, d = _dims(c)
+    dense = parameters(c, active=True) - c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
+    lm_head = c["vocab_size"] * h   # generate computes logits of the last prompt position only
+    return 2 * dense * batch * inp + 2 * lm_head * batch + 2 * layers * batch * inp * inp * heads * d
+
+
+def decode_bytes_per_step(c: dict[str, Any], precision: dict[str, Any], batch: int, inp: int, out: int) -> float:
+    """Bytes read per decode step: all weights once, plus the KV cache at the mean decode context."""
+    return weight_bytes(c, precision) + kv_bytes_per_token(c, precision["dtype"]) * batch * (inp + out / 2)
