@@ -6,7 +6,6 @@ other ranks leave their traceback beside it for rank 0 to include.
 """
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import traceback

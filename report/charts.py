@@ -110,6 +110,3 @@ def fmt_num(value: Any, digits: int = 3) -> str:
         return f"{v:,.0f}"
     return f"{v:.{digits}g}"
 
-
-def join_nonempty(parts: Iterable[Any], sep: str = " ") -> str:
-    return sep.join(str(p) for p in parts if p is not None and str(p) not in ("", "nan", "None"))

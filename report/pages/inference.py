@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 
 from report.charts import (HEIGHT, NO_DATA, WIDTH, Chart, base_config, color, empty_chart, fmt_num,
-                           join_nonempty, records, to_spec)
+                           records, to_spec)
 from report.pages import Page, label, rows_for, workload_page_applies
 
 WORKLOAD = "inference"

@@ -131,7 +131,7 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
     samples: dict[str, list[float]] = {}
     produced = {tok for r in ranks for (_, _, tok) in r["repeats"]}
     total_batch = batch * len(ranks)
-    for rep in zip(*(r["repeats"] for r in ranks)):
+    for rep in zip(*(r["repeats"] for r in ranks), strict=True):
         ttft = max(t for t, _, _ in rep)
         latency = max(lat for _, lat, _ in rep)
         for name, value in metrics.inference_repeat(batch=total_batch, input_tokens=inp, output_tokens=out,
