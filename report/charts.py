@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import altair as alt
 import pandas as pd
