@@ -89,7 +89,7 @@ def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=result.info, energy={"meter": meter.name, "devices": world},
                    error=None if result.status == "ok" else records.error_info(
-                       type_="CheckFailed", message=f"workload checks failed: {result.info}"))
+                       type_="WorkloadCheck", message=result.error or f"workload checks failed: {result.info}"))
         return result.status
     except BaseException as exc:
         status = "cancelled" if isinstance(exc, KeyboardInterrupt) else _status_of(exc)

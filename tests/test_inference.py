@@ -98,3 +98,12 @@ def test_memory_fit_in_params(make_cfg):
     assert p["mem_estimate_gb"] > 140 and p["mem_fits"] is False
     p = inference.params(make_cfg("hardware=h200", "model=llama-3-8b", "model.init=random", "precision=bf16"))
     assert p["mem_fits"] is True
+
+
+def test_point_that_will_not_fit_is_recorded_as_oom_without_running(make_cfg, ctx, monkeypatch):
+    cfg = make_cfg("hardware=h100", "model=llama-3-70b", "model.init=random", "precision=bf16")
+    monkeypatch.setattr(inference.engines, "load", lambda name: pytest.fail("the engine must not be loaded"))
+    res = inference.run(cfg, ctx)
+    assert res.status == "oom" and res.samples == {}
+    assert res.info["mem_estimate_gb"] > 140 and res.info["card_memory_gb"] == 80
+    assert "exceeds hardware.memory_gb=80" in res.error and "run_unfit=true" in res.error

@@ -20,6 +20,7 @@ class Result:
     samples: dict[str, list[float]]                       # metric -> one value per timed repeat
     info: dict[str, Any] = field(default_factory=dict)    # scalar facts (checks, sizes)
     status: str = "ok"
+    error: str | None = None                              # why, when status is not ok
 
 
 def get(name: str) -> ModuleType:

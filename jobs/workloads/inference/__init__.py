@@ -36,7 +36,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
         return problems + [str(exc)]
     for key, value, low in (("input_tokens", inp, 1), ("output_tokens", out, 1), ("batch_size", wl["batch_size"], 1),
                             ("repeats", wl["repeats"], 1), ("warmup", wl["warmup"], 0)):
-        if not isinstance(value, int) or value < low:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
             problems.append(f"workload.{key}={value!r} must be a whole number >= {low}")
     if wl["scaling"] not in ("weak", "strong"):
         problems.append(f"workload.scaling={wl['scaling']!r} must be weak or strong")
@@ -103,6 +103,13 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     wl = cfg["workload"]
     inp, out = lengths(wl)
     batch = per_card_batch(cfg)
+    p = params(cfg)
+    if p["mem_fits"] is False and not wl["run_unfit"] and not cfg.get("device_override"):
+        # Where a model stops fitting is itself a result: record it without occupying the card.
+        card = cfg["hardware"]["memory_gb"]
+        return Result(samples={}, status="oom", info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card},
+                      error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
+                            f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
     engine = engines.load(wl["engine"])(cfg["model"], cfg["precision"], ctx.device, wl.get(wl["engine"]) or {},
                                         cfg["seed"])
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
