@@ -51,3 +51,11 @@ def test_one_output_token_has_no_itl():
 def test_every_reported_metric_is_defined():
     m = metrics.inference_repeat(batch=1, input_tokens=8, output_tokens=4, latency_s=0.4, ttft_s=0.1)
     assert set(m) <= set(metrics.DEFINITIONS)
+
+
+def test_readme_metric_table_is_the_definitions():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    missing = [k for k, (u, d) in metrics.DEFINITIONS.items() if f"| `{k}` | {u} | {d} |" not in readme]
+    assert not missing, f"README's metric table is out of date for {missing}; regenerate it from jobs/metrics.py"
