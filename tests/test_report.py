@@ -18,6 +18,10 @@ from tests.browser import CHROMIUM, check_pages
 
 EVIL_MODEL = "<script>alert(1)</script>"
 EVIL_ERROR = "CUDA error <img src=x onerror=alert(1)> at step 3"
+MATCH_MODEL = "llama-3-8b"
+ATTRIBUTION = ("Published figures: LLM-Inference-Bench (Chitty-Venkata et al., arXiv 2411.00136), "
+               "BSD 3-Clause, © 2024 UChicago Argonne, LLC")
+NO_MATCH = "none of the measured points matches a published configuration"
 
 
 def _point(**kw):
@@ -31,7 +35,7 @@ def _point(**kw):
                start_time="2025-01-01T00:00:00Z", finish_time="2025-01-01T00:01:00Z")
     row.update(kw)
     ok = row["status"] == "ok"
-    tput = (100.0 * row["batch_size"] * row["cards"] * ((0.9 if row["model"] == "tiny-llama" else 0.7) if row["cards"] > 1 else 1.0)
+    tput = (100.0 * row["batch_size"] * row["cards"] * ((0.9 if row["model"] != EVIL_MODEL else 0.7) if row["cards"] > 1 else 1.0)
             * (4.0 if row["hardware"] == "h100" else 1.0) * (1.5 if row["model"] == EVIL_MODEL else 1.0)) if ok else math.nan
     row.update(throughput_out_tok_s=tput, throughput_out_tok_s_p10=tput * 0.9, throughput_out_tok_s_p90=tput * 1.1,
                throughput_out_tok_s_p99=tput * 1.2, throughput_out_tok_s_n=3 if ok else 0,
@@ -55,7 +59,16 @@ def table() -> pd.DataFrame:
                        log_tail="line 1\n</pre><script>alert(2)</script>\nKilled"))
     rows.append(_point(hardware="cpu", model=EVIL_MODEL, precision="bf16", cards=1, batch_size=16,
                        status="timeout", error_type="Timeout", error_message="exceeded 600 s", log_tail=None))
+    # The same configuration as a published LLM-Inference-Bench row (h100, Llama-3-8B, 128x128, batch 16, 1 card).
+    rows.append(_point(hardware="h100", model=MATCH_MODEL, precision="bf16", cards=1, batch_size=16, engine="vllm",
+                       input_tokens=128, output_tokens=128, shape="128x128"))
     df = pd.DataFrame(rows)
+    h100 = df.hardware.eq("h100") & df.status.eq("ok")
+    # energy and roofline were measured on h100 only (cpu has no meter and no peak figures)
+    df["energy_meter"] = df.hardware.map({"h100": "nvml", "cpu": "none"})
+    df["tok_per_j"] = (df.throughput_out_tok_s / 300.0).where(h100)
+    df["decode_bw_fraction"] = (0.1 * df.batch_size ** 0.5).clip(upper=0.9).where(h100)
+    df["prefill_compute_fraction"] = (0.05 * df.batch_size ** 0.5).clip(upper=0.8).where(h100)
     # scaling_efficiency as analysis.derived defines it: X(N) / (N X(1)) against the same point on 1 card.
     key = ["hardware", "model", "precision", "batch_size"]
     base = df[df.cards.eq(1) & df.status.eq("ok")].set_index(key)["throughput_out_tok_s"]
@@ -87,11 +100,39 @@ def test_build_writes_site(table, tmp_path):
         assert 'src="/' not in text and 'href="/' not in text, p      # works from any sub-path
 
     inference = (site / "inference.html").read_text()
-    assert inference.count('class="vega-chart"') == 4   # throughput + scaling, per hardware
+    # throughput + scaling per hardware (2 x 2), TTFT, ITL, tokens/J, roofline
+    assert inference.count('class="vega-chart"') == 8
     assert "Throughput vs batch size" in inference and "Scaling efficiency vs cards" in inference
     assert "weak scaling" in inference
     assert "best: " in inference and "tok/s on h100" in inference
     assert inference.count('src="assets/vega.js"') == 1
+    for cid in ("lat-ttft", "lat-itl", "energy-0", "roofline-0"):
+        assert f'id="{cid}-spec"' in inference, cid
+    assert "TTFT vs input length" in inference and "ITL vs output length" in inference
+    assert "Time to first token, median (s)" in inference and "Inter-token latency, median (s)" in inference
+    assert "tokens/J on h100" in inference and "No energy measured on cpu (meter: none)" in inference
+    assert "cpu: no roofline: the hardware file has no peak figures" in inference
+
+    # one fixture point matches a published configuration: overlay, attribution and comparison table
+    specs = {m[0]: json.loads(m[1]) for m in re.findall(
+        r'<script type="application/json" id="([^"]+)-spec">(.*?)</script>', inference, re.DOTALL)}
+    h100_spec = json.dumps(specs["tput-1"], separators=(",", ":"))
+    assert "published: LLM-Inference-Bench (vllm)" in h100_spec and '"filled":false' in h100_spec
+    assert "published: LLM-Inference-Bench" not in json.dumps(specs["tput-0"])   # cpu: nothing to overlay
+    assert inference.count(html.escape(ATTRIBUTION)) >= 2 or inference.count(ATTRIBUTION) >= 2
+    assert "Published reference rows matching this sweep" in inference and "throughput_total_tok_s" in inference
+    assert NO_MATCH not in inference
+    # only the needed columns are embedded: no provenance or error text in chart data
+    assert "fixture-host" not in inference and "rerun_command" not in inference
+
+
+def test_no_published_match_is_stated(table, tmp_path):
+    site = build(table[table.hardware.eq("cpu")], tmp_path / "cpu").parent
+    inference = (site / "inference.html").read_text()
+    assert NO_MATCH in inference
+    assert ATTRIBUTION not in inference and html.escape(ATTRIBUTION) not in inference
+    assert "no energy measured (meter: none)" in inference
+    assert "no roofline: the hardware file has no peak figures for this hardware (e.g. cpu)" in inference
 
 
 def test_data_strings_are_escaped(table, tmp_path):

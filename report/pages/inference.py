@@ -1,13 +1,15 @@
-"""inference.html: throughput vs batch size and scaling efficiency vs cards, one chart per hardware."""
+"""inference.html: throughput vs batch size (with published reference points where a configuration matches),
+scaling efficiency vs cards, TTFT / ITL vs sequence length, tokens per joule and roofline fractions."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import altair as alt
 import pandas as pd
 
-from report.charts import (HEIGHT, NO_DATA, WIDTH, Chart, base_config, color, empty_chart, fmt_num,
-                           records, to_spec)
+from analysis import references
+from report.charts import HEIGHT, NO_DATA, WIDTH, Chart, base_config, color, empty_chart, fmt_num, records, to_spec
 from report.pages import Page, label, rows_for, workload_page_applies
 
 WORKLOAD = "inference"
@@ -32,9 +34,27 @@ def _stat(g: pd.DataFrame, name: str, how: str) -> float:
     return float(getattr(g[name], how)()) if name in g and g[name].notna().any() else float("nan")
 
 
+@functools.lru_cache(maxsize=1)
+def _published_cached() -> pd.DataFrame:
+    return references.load_published()
+
+
+def published() -> pd.DataFrame:
+    return _published_cached().copy()
+
+
+def published_matches(table: pd.DataFrame) -> pd.DataFrame:
+    """Published LLM-Inference-Bench rows with the same hardware, model, shape, batch and cards as an ok point."""
+    try:
+        return references.matching(table, published())
+    except (OSError, ValueError, KeyError, TypeError):  # a broken reference file must not break the report
+        return published().iloc[0:0]
+
+
 def throughput_charts(table: pd.DataFrame) -> list[Chart]:
     title = "Output throughput vs batch size"
     ok = _ok(table, ["hardware", TPUT, "batch_size"])
+    pub_all = published_matches(table)
     hardware = _hardware_list(table)
     if not hardware:
         return [empty_chart("tput-0", title)]
@@ -73,12 +93,34 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
             x=x, y=y, color=color("model", "model"), detail="series:N", tooltip=tooltip)
         band = base.mark_rule(opacity=0.5).encode(x=x, y="p10:Q", y2="p90:Q", color=color("model", "model"),
                                                   detail="series:N", tooltip=tooltip)
-        chart = base_config(alt.layer(band, lines).properties(
-            width=WIDTH, height=HEIGHT,
-            title=alt.Title(t, subtitle="one line per model × precision × cards × shape; bars: p10–p90")))
+        layers = [band, lines]
+        pub = pub_all[pub_all["hardware"].astype(str).str.lower().eq(hw.lower())] if len(pub_all) else pub_all
+        pub = pub.dropna(subset=["throughput_out_tok_s"]) if len(pub) else pub
+        subtitle = "one line per model × precision × cards × shape; bars: p10–p90"
+        if len(pub):
+            pdata = pd.DataFrame({
+                "published": "published: LLM-Inference-Bench (" + pub["engine"].astype(str) + ")",
+                "batch_size": pub["batch_size"].astype(int), "tput": pub["throughput_out_tok_s"].astype(float),
+                "total": pub["throughput_total_tok_s"].astype(float),
+                "config": (pub["model"].astype(str) + " · " + pub["shape"].astype(str) + " · "
+                           + pub["cards"].astype(int).astype(str) + " card(s)")})
+            layers.append(alt.Chart(alt.Data(values=records(pdata))).mark_point(
+                shape="diamond", filled=False, size=90, strokeWidth=2, color="#000000").encode(
+                x=x, y="tput:Q",
+                shape=alt.Shape("published:N", title="published reference", legend=alt.Legend(labelLimit=360),
+                                scale=alt.Scale(range=["diamond", "triangle-up", "square", "cross"])),
+                tooltip=[alt.Tooltip("published:N", title="source"), alt.Tooltip("config:N", title="config"),
+                         alt.Tooltip("batch_size:Q", title="batch"),
+                         alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
+                         alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")]))
+            subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
+        chart = base_config(alt.layer(*layers).properties(
+            width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle)))
         best = data.loc[data["tput"].idxmax()]
         summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series'].replace(' · ', ' ')}"
                    f" at batch {int(best['batch_size'])}; {data['series'].nunique()} series, {len(data)} points.")
+        if len(pub):
+            summary += f" {len(pub)} published reference point{'s' if len(pub) != 1 else ''} overlaid."
         charts.append(Chart(f"tput-{i}", t, summary, to_spec(chart)))
     return charts
 
@@ -153,15 +195,181 @@ def scaling_charts(table: pd.DataFrame) -> list[Chart]:
     return charts
 
 
+# --------------------------------------------------------------------------- latency, energy, roofline
+
+LATENCY_SERIES = ("model", "precision", "cards", "batch_size")
+
+
+def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]) -> pd.DataFrame:
+    """Median of `metric` per hardware × series × x, with only the columns the chart needs."""
+    ok = _ok(table, ["hardware", metric, x])
+    if ok.empty:
+        return ok
+    fields = [f for f in series if f in ok and f != x]
+    rows = []
+    for key, g in ok.groupby(["hardware", *fields, x], dropna=False, sort=True):
+        row = dict(zip(["hardware", *fields, x], key))
+        row["value"] = float(g[metric].median())
+        rows.append(row)
+    data = pd.DataFrame(rows)
+    data["series"] = label(data, fields)
+    data["model"] = data["model"].astype(str) if "model" in data else "(model not recorded)"
+    data["hardware"] = data["hardware"].astype(str)
+    return data[["hardware", "model", "series", x, "value"]]
+
+
+def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict | None = None,
+             title: str = "", subtitle: str = "") -> dict[str, Any]:
+    n = data["hardware"].nunique()
+    w = WIDTH if n == 1 else max(240, WIDTH // min(n, 2))
+    enc: dict[str, Any] = dict(x=x, y=y, color=color("model", "model"), detail="series:N", tooltip=tooltip,
+                               **(extra or {}))
+    chart = alt.Chart(alt.Data(values=records(data))).mark_line(
+        point=alt.OverlayMarkDef(size=50, filled=True)).encode(**enc).properties(width=w, height=220).facet(
+        facet=alt.Facet("hardware:N", title="hardware"), columns=2).properties(
+        title=alt.Title(title, subtitle=subtitle))
+    return to_spec(base_config(chart))
+
+
+def _log2_axis(field: str, title: str, values: pd.Series) -> alt.X:
+    return alt.X(f"{field}:Q", title=title, scale=alt.Scale(type="log", base=2),
+                 axis=alt.Axis(values=sorted(int(v) for v in values.unique()), format="d"))
+
+
+def latency_charts(table: pd.DataFrame) -> list[Chart]:
+    out = []
+    for cid, metric, x, xtitle, ytitle, what in (
+            ("lat-ttft", "ttft_s", "input_tokens", "Input length (prompt tokens, log₂ scale)",
+             "Time to first token, median (s)", "TTFT"),
+            ("lat-itl", "itl_s", "output_tokens", "Output length (generated tokens, log₂ scale)",
+             "Inter-token latency, median (s)", "ITL")):
+        t = f"{what} vs {'input' if x == 'input_tokens' else 'output'} length"
+        data = _metric_by(table, metric, x, LATENCY_SERIES)
+        if data.empty:
+            out.append(empty_chart(cid, t, f"no successful points with {metric}"))
+            continue
+        tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip(f"{x}:Q", title=x),
+                   alt.Tooltip("value:Q", title=f"median {metric}", format=".4~g")]
+        spec = _faceted(data, _log2_axis(x, xtitle, data[x]), alt.Y("value:Q", title=ytitle,
+                        scale=alt.Scale(zero=True)), tooltip, title=t,
+                        subtitle="one panel per hardware; one line per model × precision × cards × batch")
+        lo = data.loc[data["value"].idxmin()]
+        summary = (f"lowest median {what}: {fmt_num(lo['value'])} s on {lo['hardware']} ({lo['series']}, "
+                   f"{int(lo[x])} {'prompt' if x == 'input_tokens' else 'generated'} tokens); "
+                   f"{data['series'].nunique()} series on {data['hardware'].nunique()} hardware.")
+        out.append(Chart(cid, t, summary, spec))
+    return out
+
+
+def _missing_hw(table: pd.DataFrame, data: pd.DataFrame) -> list[str]:
+    have = set(data["hardware"]) if len(data) else set()
+    return [h for h in _hardware_list(_ok(table, ["hardware"])) if h not in have]
+
+
+def energy_chart(table: pd.DataFrame) -> Chart:
+    t = "Tokens per joule vs batch size"
+    data = _metric_by(table, "tok_per_j", "batch_size", ("model", "precision", "cards", "shape"))
+    meters = sorted({str(m) for m in table["energy_meter"].dropna()}) if "energy_meter" in table else []
+    if data.empty:
+        return empty_chart("energy-0", t, f"no energy measured (meter: {', '.join(meters) or 'none'})")
+    tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
+               alt.Tooltip("value:Q", title="median tokens/J", format=".4~g")]
+    spec = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
+                                     data["batch_size"]),
+                    alt.Y("value:Q", title="Generated tokens per joule, median (tokens/J)", scale=alt.Scale(zero=True)),
+                    tooltip, title=t, subtitle="energy over the measured window, all devices of the job")
+    best = data.loc[data["value"].idxmax()]
+    summary = (f"best: {fmt_num(best['value'])} tokens/J on {best['hardware']} ({best['series']}, batch "
+               f"{int(best['batch_size'])}).")
+    missing = _missing_hw(table, data)
+    if missing:
+        on = table[table["hardware"].astype(str).isin(missing)] if "energy_meter" in table else table.iloc[0:0]
+        m = sorted({str(v) for v in on["energy_meter"].dropna()}) if len(on) else []
+        summary += f" No energy measured on {', '.join(missing)} (meter: {', '.join(m) or 'none'})."
+    return Chart("energy-0", t, summary, spec)
+
+
+ROOFLINE = {"decode_bw_fraction": "decode: memory bandwidth", "prefill_compute_fraction": "prefill: dense compute"}
+NO_ROOFLINE = "no roofline: the hardware file has no peak figures for this hardware (e.g. cpu)"
+
+
+def roofline_chart(table: pd.DataFrame) -> Chart:
+    t = "Fraction of hardware peak vs batch size (roofline)"
+    parts = []
+    for metric, name in ROOFLINE.items():
+        d = _metric_by(table, metric, "batch_size", ("model", "precision", "cards", "shape"))
+        if len(d):
+            parts.append(d.assign(metric=name, series=d["series"] + " · " + name))
+    if not parts:
+        return empty_chart("roofline-0", t, NO_ROOFLINE)
+    data = pd.concat(parts, ignore_index=True)
+    tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
+               alt.Tooltip("value:Q", title="fraction of peak", format=".3f")]
+    spec = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
+                                     data["batch_size"]),
+                    alt.Y("value:Q", title="Achieved / peak (fraction, 1 = peak)", scale=alt.Scale(domainMin=0)),
+                    tooltip, extra={"strokeDash": alt.StrokeDash("metric:N", title="phase: resource",
+                                                        legend=alt.Legend(symbolType="stroke", labelLimit=260))}, title=t,
+                    subtitle="solid/dashed: decode bandwidth fraction and prefill compute fraction, per card")
+    parts_txt = []
+    for name, g in data.groupby("metric"):
+        b = g.loc[g["value"].idxmax()]
+        parts_txt.append(f"{name} up to {fmt_num(b['value'])} of peak ({b['hardware']}, batch {int(b['batch_size'])})")
+    summary = "; ".join(parts_txt) + "."
+    missing = _missing_hw(table, data)
+    if missing:
+        summary += f" {', '.join(missing)}: {NO_ROOFLINE}."
+    return Chart("roofline-0", t, summary, spec)
+
+
+# --------------------------------------------------------------------------- published comparison
+
+def _measured_total(ok: pd.DataFrame) -> pd.Series:
+    """Measured (input + output) tokens/s, the metric LLM-Inference-Bench publishes."""
+    if "throughput_total_tok_s" in ok and ok["throughput_total_tok_s"].notna().any():
+        return ok["throughput_total_tok_s"].astype(float)
+    if all(c in ok for c in (TPUT, "input_tokens", "output_tokens")):
+        return ok[TPUT].astype(float) * (ok["input_tokens"] + ok["output_tokens"]) / ok["output_tokens"]
+    return pd.Series(float("nan"), index=ok.index)
+
+
+def published_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
+    pub = published_matches(table)
+    if pub.empty:
+        return []
+    ok = table[table["status"].astype(str).eq("ok")
+               & table["precision"].astype(str).isin(references.PRECISIONS)].copy()
+    ok["_total"] = _measured_total(ok)
+    rows = []
+    for _, r in pub.sort_values(["hardware", "model", "shape", "batch_size", "cards", "engine"]).iterrows():
+        m = ok[(ok["hardware"].astype(str).str.lower() == r["hardware"]) & (ok["model"].astype(str) == r["model"])
+               & (ok["shape"].astype(str) == r["shape"]) & (ok["batch_size"] == r["batch_size"])
+               & (ok["cards"] == r["cards"])]
+        measured = float(m["_total"].median()) if m["_total"].notna().any() else float("nan")
+        ratio = measured / r["throughput_total_tok_s"] if r["throughput_total_tok_s"] else float("nan")
+        rows.append({"hardware": r["hardware"], "model": r["model"], "shape": r["shape"],
+                     "batch_size": int(r["batch_size"]), "cards": int(r["cards"]), "engine": r["engine"],
+                     "measured_engines": ", ".join(sorted(map(str, m["engine"].dropna().unique())))
+                     if "engine" in m else "",
+                     "published": fmt_num(r["throughput_total_tok_s"]), "measured": fmt_num(measured),
+                     "ratio": fmt_num(ratio), "tok_per_j": fmt_num(r["tok_per_j"]), "ttft_s": fmt_num(r["ttft_s"])})
+    return rows
+
+
 def charts(table: pd.DataFrame) -> list[Chart]:
     table = rows_for(table, WORKLOAD)
-    return throughput_charts(table) + scaling_charts(table)
+    return (throughput_charts(table) + scaling_charts(table) + latency_charts(table)
+            + [energy_chart(table), roofline_chart(table)])
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
     table = rows_for(table, WORKLOAD)
     n_ok = int(table["status"].eq("ok").sum()) if "status" in table else 0
-    return {"n_points": len(table), "n_ok": n_ok}
+    rows = published_rows(table)
+    matched = {r["hardware"] for r in rows}
+    overlay_ids = [f"tput-{i}" for i, hw in enumerate(_hardware_list(table)) if hw.lower() in matched]
+    return {"n_points": len(table), "n_ok": n_ok, "published_rows": rows, "overlay_ids": overlay_ids,
+            "attribution": references.ATTRIBUTION}
 
 
 PAGE = Page(slug="inference", title="Inference", template="inference.html", context=context, charts=charts,

@@ -1,0 +1,154 @@
+"""Published reference figures (LLM-Inference-Bench) mapped onto accelsweep's table columns.
+
+The data are tidy CSV copies in ``references/`` at the repository root (see references/README.md;
+BSD 3-Clause, Copyright (c) 2024, UChicago Argonne, LLC, licence text in
+references/LICENSE-llm-inference-bench.txt). ``references/`` is data, not a Python package: it ships
+with the repository / source tree and is located relative to this file
+(``Path(__file__).resolve().parents[1] / "references"``); an installed wheel does not carry it, and
+:func:`load_published` then returns an empty table with the same columns.
+
+Definitions, as the source publishes them (references/README.md):
+
+- ``throughput_total_tok_s`` = batch x (input + output) / latency: input AND output tokens. It is
+  only filled for rows whose ``throughput_formula`` is ``batch*(in+out)/latency``; llama.cpp rows
+  ((in+out)/latency, "batch" is llama-bench's internal -b) are flagged and dropped anyway.
+- ``throughput_out_tok_s`` is derived: throughput_total x output / (input + output), i.e. accelsweep's
+  output-throughput definition.
+- ``tok_per_j`` is the published tokens per joule: (input + output) tokens per joule, with power
+  sampled on GPU 0 only on NVIDIA (so multi-GPU rows overstate tokens/J); ``power_scope`` says so.
+  accelsweep's own tok_per_j counts generated tokens over all devices, so the two are not the same
+  metric; ``tok_per_j_out`` (x output / (input + output)) is the generated-token version on the
+  same power scope. Power configurations that appear twice in the source with different values are
+  left out (tok_per_j is NaN there).
+- ``ttft_s`` comes from separate 1-output-token runs at 1024/1024, batch 16.
+- Flagged rows (duplicates with differing values, implausible latencies, llama.cpp) are excluded.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+REFERENCES = Path(__file__).resolve().parents[1] / "references"
+MAIN, POWER, TTFT = "llm_inference_bench.csv", "llm_inference_bench_power.csv", "llm_inference_bench_ttft.csv"
+SOURCE = "LLM-Inference-Bench (arXiv 2411.00136), published"
+ATTRIBUTION = ("Published figures: LLM-Inference-Bench (Chitty-Venkata et al., arXiv 2411.00136), "
+               "BSD 3-Clause, © 2024 UChicago Argonne, LLC")
+BATCH_FORMULA = "batch*(in+out)/latency"
+# The paper ran 16-bit weights; only measured points at these precisions are compared.
+PRECISIONS = ("bf16", "fp16")
+MATCH_KEYS = ["hardware", "model", "shape", "batch_size", "cards"]
+
+# HF id -> accelsweep model name (hydra_conf/model/<name>.yaml, field hf_id). Read from the configs
+# when they are there; this table is the fallback and covers every published model we have a config for.
+MODEL_NAMES = {
+    "meta-llama/Llama-2-7b-hf": "llama-2-7b",
+    "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
+    "meta-llama/Meta-Llama-3-70B": "llama-3-70b",
+    "mistralai/Mistral-7B-v0.1": "mistral-7b",
+    "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+}
+
+COLUMNS = ["hardware", "cards", "model", "hf_id", "engine", "batch_size", "input_tokens", "output_tokens", "shape",
+           "latency_s", "throughput_total_tok_s", "throughput_out_tok_s", "tok_per_j", "tok_per_j_out",
+           "power_scope", "ttft_s", "source", "published"]
+_SRC_KEYS = ["hardware_canonical", "devices", "framework_canonical", "model", "input_tokens", "output_tokens",
+             "batch_size"]
+
+
+def model_names() -> dict[str, str]:
+    names = dict(MODEL_NAMES)
+    conf = Path(__file__).resolve().parents[1] / "hydra_conf" / "model"
+    try:
+        import yaml
+    except ImportError:
+        return names
+    for f in sorted(conf.glob("*.yaml")):
+        try:
+            cfg = yaml.safe_load(f.read_text())
+        except (OSError, yaml.YAMLError):  # an unreadable config: the fallback table covers it
+            continue
+        if isinstance(cfg, dict) and cfg.get("hf_id") and cfg.get("name"):
+            names[str(cfg["hf_id"])] = str(cfg["name"])
+    return names
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
+
+
+def load_published(directory: Path | str = REFERENCES) -> pd.DataFrame:
+    directory = Path(directory)
+    if not (directory / MAIN).is_file():
+        return _empty()
+    src = pd.read_csv(directory / MAIN)
+    flags = src["flags"].fillna("").astype(str).str.strip()
+    src = src[flags.eq("")].copy()
+
+    if (directory / POWER).is_file():
+        power = pd.read_csv(directory / POWER)
+        power = power[~power.duplicated(_SRC_KEYS, keep=False)]   # conflicting duplicates: no value
+        power = power[_SRC_KEYS + ["tok_per_joule", "hardware"]].rename(
+            columns={"tok_per_joule": "tok_per_j", "hardware": "_power_hw"})
+        src = src.merge(power, on=_SRC_KEYS, how="left")
+    else:
+        src["tok_per_j"], src["_power_hw"] = float("nan"), None
+
+    if (directory / TTFT).is_file():
+        ttft = pd.read_csv(directory / TTFT)
+        keys = ["hardware_canonical", "devices", "framework_canonical", "model", "input_tokens", "batch_size"]
+        ttft = ttft[~ttft.duplicated(keys, keep=False)][keys + ["ttft_s"]].assign(output_tokens=1024)
+        src = src.merge(ttft, on=[*keys, "output_tokens"], how="left")
+    else:
+        src["ttft_s"] = float("nan")
+
+    names = model_names()
+    out = pd.DataFrame({
+        "hardware": src["hardware_canonical"].astype(str),
+        "cards": src["devices"].astype(int),
+        "model": src["model"].map(lambda m: names.get(m, m)).astype(str),
+        "hf_id": src["model"].astype(str),
+        "engine": src["framework_canonical"].astype(str),
+        "batch_size": src["batch_size"].astype(int),
+        "input_tokens": src["input_tokens"].astype(int),
+        "output_tokens": src["output_tokens"].astype(int),
+    })
+    out["shape"] = out["input_tokens"].astype(str) + "x" + out["output_tokens"].astype(str)
+    out["latency_s"] = src["latency_s"].astype(float)
+    total = src["throughput_tok_s"].astype(float).where(src["throughput_formula"].eq(BATCH_FORMULA))
+    out["throughput_total_tok_s"] = total
+    out["throughput_out_tok_s"] = total * out["output_tokens"] / (out["input_tokens"] + out["output_tokens"])
+    out["tok_per_j"] = src["tok_per_j"].astype(float)
+    out["tok_per_j_out"] = out["tok_per_j"] * out["output_tokens"] / (out["input_tokens"] + out["output_tokens"])
+    nvidia = src["_power_hw"].fillna("").astype(str).str.contains("nvidia", case=False)
+    out["power_scope"] = None
+    out.loc[out["tok_per_j"].notna(), "power_scope"] = "all devices"
+    out.loc[out["tok_per_j"].notna() & nvidia, "power_scope"] = "GPU 0 only"
+    out["ttft_s"] = src["ttft_s"].astype(float)
+    out["source"] = SOURCE
+    out["published"] = True
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """Published rows whose (hardware, model, shape, batch_size, cards) equal those of an ok, 16-bit measured row."""
+    if measured is None or published is None or measured.empty or published.empty:
+        return published.iloc[0:0] if published is not None else _empty()
+    if any(k not in measured for k in MATCH_KEYS) or any(k not in published for k in MATCH_KEYS):
+        return published.iloc[0:0]
+    m = measured
+    if "status" in m:
+        m = m[m["status"].astype(str).eq("ok")]
+    if "precision" not in m:
+        return published.iloc[0:0]
+    m = m[m["precision"].astype(str).isin(PRECISIONS)].dropna(subset=MATCH_KEYS)
+    if m.empty:
+        return published.iloc[0:0]
+    keys = {_key(r) for r in m[MATCH_KEYS].itertuples(index=False)}
+    hit = [_key(r) in keys for r in published[MATCH_KEYS].itertuples(index=False)]
+    return published[hit]
+
+
+def _key(r: tuple) -> tuple:
+    hw, model, shape, batch, cards = r
+    return str(hw).lower(), str(model), str(shape), int(batch), int(cards)
