@@ -1,13 +1,10 @@
 """Published reference figures (LLM-Inference-Bench) mapped onto accelsweep's table columns.
 
-The data are tidy CSV copies in ``references/`` at the repository root (see references/README.md;
-BSD 3-Clause, Copyright (c) 2024, UChicago Argonne, LLC, licence text in
-references/LICENSE-llm-inference-bench.txt). ``references/`` is data, not a Python package: it ships
-with the repository / source tree and is located relative to this file
-(``Path(__file__).resolve().parents[1] / "references"``); an installed wheel does not carry it, and
-:func:`load_published` then returns an empty table with the same columns.
+The data are tidy CSV copies in ``analysis/published/`` (see its README.md; BSD 3-Clause,
+Copyright (c) 2024, UChicago Argonne, LLC, licence text in LICENSE-llm-inference-bench.txt), shipped as
+package data. If they are missing, :func:`load_published` returns an empty table with the same columns.
 
-Definitions, as the source publishes them (references/README.md):
+Definitions, as the source publishes them (published/README.md):
 
 - ``throughput_total_tok_s`` = batch x (input + output) / latency: input AND output tokens. It is
   only filled for rows whose ``throughput_formula`` is ``batch*(in+out)/latency``; llama.cpp rows
@@ -29,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-REFERENCES = Path(__file__).resolve().parents[1] / "references"
+REFERENCES = Path(__file__).resolve().parent / "published"
 MAIN, POWER, TTFT = "llm_inference_bench.csv", "llm_inference_bench_power.csv", "llm_inference_bench_ttft.csv"
 SOURCE = "LLM-Inference-Bench (arXiv 2411.00136), published"
 ATTRIBUTION = ("Published figures: LLM-Inference-Bench (Chitty-Venkata et al., arXiv 2411.00136), "

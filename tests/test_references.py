@@ -1,4 +1,4 @@
-"""Tests for analysis.references: the published LLM-Inference-Bench figures shipped in references/."""
+"""Tests for analysis.references: the published LLM-Inference-Bench figures shipped in analysis/published/."""
 from __future__ import annotations
 
 import pandas as pd
