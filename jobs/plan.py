@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import workloads
+from jobs.energy import CHOICES as ENERGY_CHOICES
 
-ENERGY_CHOICES = ("auto", "none", "rapl")
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 
 

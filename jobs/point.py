@@ -82,7 +82,8 @@ def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
         device = setup_device(device_kind, local_rank, local_world)
-        meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0)
+        meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
+                           device_index=local_rank if device.kind == "hpu" else device.index)
         ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter)
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
         if rank == 0:

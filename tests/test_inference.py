@@ -107,3 +107,10 @@ def test_point_that_will_not_fit_is_recorded_as_oom_without_running(make_cfg, ct
     assert res.status == "oom" and res.samples == {}
     assert res.info["mem_estimate_gb"] > 140 and res.info["card_memory_gb"] == 80
     assert "exceeds hardware.memory_gb=80" in res.error and "run_unfit=true" in res.error
+
+
+def test_energy_only_when_every_rank_has_a_reading():
+    ranks = [{"repeats": [(0.1, 1.0, 5)], "energy_j": 2.0, "peak": 1},
+             {"repeats": [(0.1, 1.0, 5)], "energy_j": None, "peak": 1}]
+    res = inference.summarise_ranks(ranks, batch=1, inp=4, out=5, info={})
+    assert "energy_j" not in res.samples and "tok_per_j" not in res.samples

@@ -81,3 +81,9 @@ def test_resources(make_cfg):
 def test_rerun_command_forces_the_point():
     cmd = plan.rerun_command(["cards=2", "model=it's"], "s1")
     assert cmd == "python -m jobs.sweep cards=2 'model=it'\"'\"'s' sweep.name=s1 force=true"
+
+
+def test_unknown_energy_meter_rejected(make_cfg):
+    problems = plan.make_point(make_cfg("energy=joulemeter"), []).problems
+    assert any("energy='joulemeter' is not a meter; allowed: auto, none, rapl, nvml, amdsmi, hlsmi" in p
+               for p in problems)

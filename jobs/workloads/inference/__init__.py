@@ -145,8 +145,8 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
                                                     latency_s=latency, ttft_s=ttft).items():
             samples.setdefault(name, []).append(value)
     samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
-    energies = [r["energy_j"] for r in ranks if r["energy_j"] is not None]
-    if energies:
+    energies = [r["energy_j"] for r in ranks]
+    if all(e is not None for e in energies):  # a rank without a reading would make the sum an undercount
         energy = sum(energies)
         samples["energy_j"] = [energy]
         samples["tok_per_j"] = [total_batch * out * len(ranks[0]["repeats"]) / energy]
