@@ -36,16 +36,6 @@ BATCH_FORMULA = "batch*(in+out)/latency"
 PRECISIONS = ("bf16", "fp16")
 MATCH_KEYS = ["hardware", "model", "shape", "batch_size", "cards"]
 
-# HF id -> accelsweep model name (hydra_conf/model/<name>.yaml, field hf_id). Read from the configs
-# when they are there; this table is the fallback and covers every published model we have a config for.
-MODEL_NAMES = {
-    "meta-llama/Llama-2-7b-hf": "llama-2-7b",
-    "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
-    "meta-llama/Meta-Llama-3-70B": "llama-3-70b",
-    "mistralai/Mistral-7B-v0.1": "mistral-7b",
-    "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
-}
-
 COLUMNS = ["hardware", "cards", "model", "hf_id", "engine", "batch_size", "input_tokens", "output_tokens", "shape",
            "latency_s", "throughput_total_tok_s", "throughput_out_tok_s", "tok_per_j", "tok_per_j_out",
            "power_scope", "ttft_s", "source", "published"]
@@ -54,19 +44,14 @@ _SRC_KEYS = ["hardware_canonical", "devices", "framework_canonical", "model", "i
 
 
 def model_names() -> dict[str, str]:
-    names = dict(MODEL_NAMES)
-    conf = Path(__file__).resolve().parents[1] / "hydra_conf" / "model"
-    try:
-        import yaml
-    except ImportError:
-        return names
-    for f in sorted(conf.glob("*.yaml")):
-        try:
-            cfg = yaml.safe_load(f.read_text())
-        except (OSError, yaml.YAMLError):  # an unreadable config: the fallback table covers it
-            continue
-        if isinstance(cfg, dict) and cfg.get("hf_id") and cfg.get("name"):
-            names[str(cfg["hf_id"])] = str(cfg["name"])
+    """HF id -> accelsweep model name, from the `hf_id` of every shipped model config."""
+    import yaml
+
+    names = {}
+    for f in sorted((Path(__file__).resolve().parents[1] / "hydra_conf" / "model").glob("*.yaml")):
+        cfg = yaml.safe_load(f.read_text())
+        if cfg.get("hf_id"):
+            names[cfg["hf_id"]] = cfg["name"]
     return names
 
 

@@ -111,7 +111,9 @@ def run_local(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: 
     executors = {key: _executor(pts[0].resources, sweep_dir / "submitit") for key, pts in groups.items()}
     running: list[tuple[Point, object, float]] = []
     status: dict[str, str] = {}
-    console = Console(stderr=False)
+    console = Console()
+    if not console.is_terminal:  # logs: one unwrapped line per point
+        console = Console(width=250)
 
     def describe() -> str:
         failed = sum(s != "ok" for s in status.values())
