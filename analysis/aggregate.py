@@ -54,6 +54,14 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
+    """A point measured more than once keeps one row: ok beats not ok, then the newest."""
+    order = ["_ok"] + (["finish_time"] if "finish_time" in table else [])
+    return (table.assign(_ok=table["status"].eq("ok"))
+            .sort_values(order, na_position="first", kind="stable")
+            .drop_duplicates("point_id", keep="last").drop(columns="_ok"))
+
+
 def aggregate(paths: Iterable[Path]) -> pd.DataFrame:
     rows = []
     for path in find_records(paths):
@@ -64,11 +72,7 @@ def aggregate(paths: Iterable[Path]) -> pd.DataFrame:
         rows.append(flatten(rec))
     if not rows:
         return pd.DataFrame(columns=["point_id", "sweep", "status"])
-    table = pd.DataFrame(rows)
-    # One row per point: ok beats not ok, then the newest.
-    table["_ok"] = table["status"].eq("ok")
-    table = (table.sort_values(["_ok", "finish_time"], na_position="first")
-             .drop_duplicates("point_id", keep="last").drop(columns="_ok"))
+    table = one_row_per_point(pd.DataFrame(rows))
     table = table.sort_values([c for c in ("workload", "hardware", "model", "precision", "cards", "batch_size")
                                if c in table]).reset_index(drop=True)
     return add_derived(table)

@@ -18,6 +18,7 @@ from typing import Iterable
 import jinja2
 import pandas as pd
 
+from analysis.aggregate import one_row_per_point
 from report.charts import fmt_num
 from report.pages import Page, discover
 
@@ -49,11 +50,7 @@ def load(paths: Iterable[Path | str]) -> pd.DataFrame:
     tables = [t for t in tables if not t.empty] or tables[:1]
     table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
     if len(files) > 1 and "point_id" in table:
-        # The same point in several inputs: keep an ok record over a failed one, then the newest.
-        table = table.assign(_ok=table["status"].eq("ok"))
-        order = ["_ok"] + (["finish_time"] if "finish_time" in table else [])
-        table = (table.sort_values(order, na_position="first", kind="stable")
-                 .drop_duplicates("point_id", keep="last").drop(columns="_ok").sort_index())
+        table = one_row_per_point(table).sort_index()
     return normalize(table)
 
 
