@@ -18,7 +18,7 @@ from typing import Iterable
 import jinja2
 import pandas as pd
 
-from analysis.aggregate import one_row_per_point
+from analysis.aggregate import one_row_per_point, write_table
 from report.charts import fmt_num
 from report.pages import Page, discover
 
@@ -88,18 +88,7 @@ def _environment() -> jinja2.Environment:
 
 
 def _write_data(table: pd.DataFrame, data_dir: Path) -> list[dict[str, str]]:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    links = []
-    csv = data_dir / "results.csv"
-    table.to_csv(csv, index=False)
-    links.append({"href": f"data/{csv.name}", "label": "results.csv", "size": _size(csv)})
-    parquet = data_dir / "results.parquet"
-    try:
-        table.to_parquet(parquet, index=False)
-        links.append({"href": f"data/{parquet.name}", "label": "results.parquet", "size": _size(parquet)})
-    except Exception as exc:  # pragma: no cover - odd mixed-type columns; the CSV is still there
-        print(f"warning: could not write {parquet}: {exc}", file=sys.stderr)
-    return links
+    return [{"href": f"data/{f.name}", "label": f.name, "size": _size(f)} for f in write_table(table, data_dir)]
 
 
 def _size(path: Path) -> str:
