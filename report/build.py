@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import functools
+import json
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -91,6 +92,19 @@ def _write_data(table: pd.DataFrame, data_dir: Path) -> list[dict[str, str]]:
     return [{"href": f"data/{f.name}", "label": f.name, "size": _size(f)} for f in write_table(table, data_dir)]
 
 
+def _write_schema(data_dir: Path) -> Path | None:
+    """Copy the point record JSON Schema to data/record.schema.json (linked from the Data page)."""
+    from report.pages.data import SCHEMA_FILE, record_schema
+
+    schema = record_schema()
+    if schema is None:
+        return None
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / SCHEMA_FILE
+    path.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
 def _size(path: Path) -> str:
     n = path.stat().st_size
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
@@ -107,6 +121,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None) -> Pa
     (out / "assets" / "style.css").write_text((STATIC / "style.css").read_text(encoding="utf-8"),
                                               encoding="utf-8")
     data_links = _write_data(table, out / "data")
+    _write_schema(out / "data")
 
     pages = [p for p in (pages if pages is not None else discover()) if p.applies(table)]
     if not any(p.slug == "index" for p in pages):

@@ -44,6 +44,15 @@ def test_meter_choice():
 WINDOW_S = 0.3
 
 
+def _window(meter) -> tuple[float | None, float]:
+    """(joules, seconds) of one measured window of WINDOW_S."""
+    t0 = time.monotonic()
+    meter.start()
+    time.sleep(WINDOW_S)
+    joules = meter.stop()
+    return joules, time.monotonic() - t0
+
+
 def _fake_nvml(monkeypatch, energy_mj=None, power_mw=200_000):
     """A pynvml with a scripted energy counter (list of readings; None: not supported) and constant power."""
     class NVMLError(Exception):
@@ -94,11 +103,7 @@ def test_nvml_falls_back_to_power_sampling(monkeypatch):
     _fake_nvml(monkeypatch, energy_mj=None, power_mw=200_000)
     m = NvmlMeter(0, interval_s=0.005)
     assert m.name == "nvml-power-sampling"
-    t0 = time.monotonic()
-    m.start()
-    time.sleep(WINDOW_S)
-    joules = m.stop()
-    elapsed = time.monotonic() - t0
+    joules, elapsed = _window(m)
     assert joules == pytest.approx(200 * elapsed, rel=0.1) and m.note is None
 
 
@@ -132,11 +137,7 @@ def test_parse_hlsmi_power():
 def test_hlsmi_integrates_its_own_device(monkeypatch):
     monkeypatch.setattr(energy, "_run_hlsmi", lambda: "0, 500 W\n1, 100 W\n2, 500 W\n")
     m = HlSmiMeter(device_index=1, interval_s=0.005)
-    t0 = time.monotonic()
-    m.start()
-    time.sleep(WINDOW_S)
-    joules = m.stop()
-    elapsed = time.monotonic() - t0
+    joules, elapsed = _window(m)
     assert joules == pytest.approx(100 * elapsed, rel=0.1) and m.note is None
 
 

@@ -196,16 +196,91 @@ def test_cli_finds_inputs(table, tmp_path, capsys):
 
 def test_page_registry():
     slugs = [p.slug for p in discover()]
-    assert slugs[0] == "index" and {"inference", "failures"} <= set(slugs)
+    assert slugs[0] == "index" and {"inference", "failures", "speedup", "data"} <= set(slugs)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"browser test needs Chromium at {CHROMIUM}")
 def test_pages_render_in_browser(table, tmp_path):
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-    sites = [build(table, tmp_path / "site").parent, build(pd.DataFrame(), tmp_path / "empty").parent]
+    sites = [build(table, tmp_path / "site").parent, build(pd.DataFrame(), tmp_path / "empty").parent,
+             build(_pair_table(), tmp_path / "pairs").parent]   # draws the speedup chart too
     shots = tmp_path / "screenshots"
     shots.mkdir()
     paths = [p for site in sites for p in _pages(site)]
     check_pages(paths, shots)
     assert len(list(shots.glob("*.png"))) == len(paths)
+
+
+# --------------------------------------------------------------------------- generation speedup, data, publish
+
+NO_PAIRS = "no generation pairs in this sweep: a speedup needs the same point measured on consecutive generations"
+
+
+def _pair_table() -> pd.DataFrame:
+    from analysis.derived import add_derived
+
+    rows = []
+    for hw, gen, prev in (("a100", 1, None), ("h100", 2, "a100")):
+        for bs in (1, 4):
+            rows.append(_point(hardware=hw, hardware_family="nvidia-test", hardware_generation=gen,
+                               hardware_previous=prev, model="tiny-llama", precision="fp32", cards=1, batch_size=bs))
+    return add_derived(pd.DataFrame(rows))
+
+
+def test_speedup_page_with_pair(tmp_path):
+    pairs = _pair_table()
+    assert pairs.loc[pairs.hardware.eq("h100"), "speedup_vs_previous"].tolist() == [4.0, 4.0]
+    site = build(pairs, tmp_path / "site").parent
+    text = (site / "speedup.html").read_text()
+    assert text.count('class="vega-chart"') == 1 and "Generation speedup — nvidia-test" in text
+    assert NO_PAIRS not in text
+    spec = json.loads(re.search(r'id="speedup-0-spec">(.*?)</script>', text, re.S).group(1))
+    values = spec["layer"][0]["data"]["values"]
+    assert {v["pair"] for v in values} == {"a100 → h100"}
+    assert all(v["speedup"] == 4.0 and v["tput"] == 4 * v["tput_prev"] for v in values)
+    assert "best 4× (a100 → h100" in text
+
+
+def test_speedup_page_without_pairs(table, tmp_path):
+    for t, name in ((table, "site"), (pd.DataFrame(), "empty")):
+        site = build(t, tmp_path / name).parent
+        text = (site / "speedup.html").read_text()
+        assert NO_PAIRS in text and 'class="vega-chart"' not in text
+        assert 'href="speedup.html"' in (site / "index.html").read_text()   # same nav either way
+
+
+def test_data_page(table, tmp_path):
+    from jobs.metrics import DEFINITIONS
+    from jobs.records import schema
+
+    site = build(table, tmp_path / "site").parent
+    text = (site / "data.html").read_text()
+    for href in ("data/results.csv", "data/results.parquet", "data/record.schema.json"):
+        assert f'href="{href}"' in text, href
+    for field in schema()["properties"]:
+        assert f"<code>{html.escape(field)}</code>" in text, field
+    for name in DEFINITIONS:
+        assert f"<code>{html.escape(name)}</code>" in text, name
+    assert json.loads((site / "data" / "record.schema.json").read_text()) == schema()
+    index = (site / "index.html").read_text()
+    assert 'href="data.html#metrics"' in index and "Metric definitions" not in index   # shown once, on Data
+
+
+def test_publish(table, tmp_path, capsys):
+    from report.publish import main as publish_main
+
+    site = build(table, tmp_path / "site").parent
+    target = tmp_path / "www" / "report"
+    assert publish_main([str(site), str(target)]) == 0
+    assert capsys.readouterr().out.strip() == str((target / "index.html").resolve())
+    assert {p.name for p in _pages(target)} == {p.name for p in _pages(site)}
+    assert (target / "assets" / "vega.js").is_file() and (target / "data" / "results.parquet").is_file()
+    assert publish_main([str(site), str(target)]) == 0   # publishing again over an existing copy is fine
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    with pytest.raises(SystemExit) as exc:
+        publish_main([str(bare), str(tmp_path / "out")])
+    assert exc.value.code == 2 and str(bare) in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -1,4 +1,4 @@
-"""index.html: sweeps covered, point counts by status, the sweep overview table, metric definitions, data links."""
+"""index.html: sweeps covered, point counts by status, the sweep overview table, data links (metric definitions are on data.html)."""
 from __future__ import annotations
 
 from typing import Any
@@ -16,14 +16,6 @@ TABLE_COLUMNS = [
     ("ttft_s", "TTFT", "s"), ("itl_s", "ITL", "s"),
 ]
 NUMERIC = {"throughput_out_tok_s", "latency_s", "ttft_s", "itl_s"}
-
-
-def _definitions() -> list[dict[str, str]]:
-    try:
-        from jobs.metrics import DEFINITIONS
-    except ImportError:
-        return []
-    return [{"name": k, "unit": str(v[0]), "text": str(v[1])} for k, v in DEFINITIONS.items()]
 
 
 def _cell(value: Any, numeric: bool) -> str:
@@ -52,7 +44,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
         rows.append({"status": str(r.get("status")),
                      "cells": [(_cell(r.get(c), c in NUMERIC), c in NUMERIC) for c, _, _ in TABLE_COLUMNS]})
     return {"sweeps": sweeps, "status_counts": [(str(k), int(v)) for k, v in counts.items()],
-            "total": len(table), "headers": headers, "rows": rows, "definitions": _definitions()}
+            "total": len(table), "headers": headers, "rows": rows}
 
 
 PAGE = Page(slug="index", title="Overview", template="index.html", context=context, order=0)
