@@ -145,7 +145,7 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
         params.update(wl.params(cfg))
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))
     problems += check_point(cfg)
     try:

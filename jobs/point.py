@@ -124,7 +124,6 @@ def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list
 def failure_record(spec: dict[str, Any], sweep_dir: str, *, status: str, error: dict[str, str]) -> Path:
     """A record for a point whose job died without writing one (killed, timed out, cancelled)."""
     prov = records.provenance(start_time=records.now())
-    prov["hostname"] = socket.gethostname()
     path = Path(sweep_dir) / "points" / spec["point_id"] / records.RECORD_NAME
     rec = records.make_record(point=spec, provenance=prov, status=status, error=error)
     return records.write_record(path, rec)
