@@ -141,6 +141,11 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     """Build one point and collect every reason it cannot run (never raises for bad values)."""
     problems: list[str] = []
     params: dict[str, Any] = {}
+    cards = cfg["cards"]
+    if not isinstance(cards, int) or isinstance(cards, bool) or cards < 1:  # every other check depends on it
+        return Point(point_id=point_id(cfg), sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg,
+                     params={}, command=rerun_command(list(overrides), cfg["sweep"]["name"]),
+                     problems=[f"cards={cards!r} must be a whole number >= 1"])
     try:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
@@ -148,10 +153,7 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))
     problems += check_point(cfg)
-    try:
-        params = {**base_params(cfg), **params}
-    except (TypeError, ValueError, ZeroDivisionError) as exc:
-        problems.append(f"bad hardware or cards value: {exc}")
+    params = {**base_params(cfg), **params}
     pid = point_id(cfg)
     point = Point(point_id=pid, sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg, params=params,
                   command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems)
@@ -167,8 +169,6 @@ def check_point(cfg: dict[str, Any]) -> list[str]:
     hw, prec, cluster = cfg["hardware"], cfg["precision"], cfg["cluster"]
     problems = []
     cards = cfg["cards"]
-    if not isinstance(cards, int) or isinstance(cards, bool) or cards < 1:
-        return [f"cards={cards!r} must be a whole number >= 1"]
     if prec["name"] not in hw["precisions"]:
         problems.append(f"precision={prec['name']} is not supported on hardware={hw['name']} "
                         f"(supported: {', '.join(hw['precisions'])})")

@@ -87,3 +87,9 @@ def test_unknown_energy_meter_rejected(make_cfg):
     problems = plan.make_point(make_cfg("energy=joulemeter"), []).problems
     assert any("energy='joulemeter' is not a meter; allowed: auto, none, rapl, nvml, amdsmi, hlsmi" in p
                for p in problems)
+
+
+@pytest.mark.parametrize("cards", ["abc", "0", "true"])
+def test_bad_cards_is_one_clear_problem(make_cfg, cards):
+    problems = plan.make_point(make_cfg(f"cards={cards}", "workload.scaling=strong"), []).problems
+    assert len(problems) == 1 and problems[0].startswith("cards=") and "whole number >= 1" in problems[0]
