@@ -29,7 +29,8 @@ def print_plan(todo: list[Point], groups: dict[str, list[Point]], sweep_dir: Pat
     from rich.table import Table
 
     table = Table(title=f"dry run: nothing submitted (records would go to {sweep_dir / 'points'})")
-    for col in ("point", "group", "partition", "nodes", "tasks/node", "gpus/node", "time (min)", "mem est/card (GB)", "overrides"):
+    for col in ("point", "group", "partition", "nodes", "tasks/node", "gpus/node", "time (min)", "mem est/card (GB)",
+                "overrides"):
         table.add_column(col)
     for key, pts in groups.items():
         for p in pts:

@@ -16,6 +16,11 @@ def _dims(c: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
     return h, c["intermediate_size"], layers, heads, kv, head_dim
 
 
+def _embedding_params(c: dict[str, Any]) -> int:
+    """Input embedding plus the LM head (one matrix when they are tied)."""
+    return c["vocab_size"] * c["hidden_size"] * (1 if c.get("tie_word_embeddings") else 2)
+
+
 def parameters(c: dict[str, Any], active: bool = False) -> int:
     """Parameter count; with active=True only the experts a token uses (MoE)."""
     h, inter, layers, heads, kv, d = _dims(c)
@@ -23,8 +28,7 @@ def parameters(c: dict[str, Any], active: bool = False) -> int:
     used = (c.get("num_experts_per_tok") or 1) if active else experts
     attn = h * heads * d + 2 * h * kv * d + heads * d * h
     mlp = used * 3 * h * inter + (h * experts if experts > 1 else 0)
-    embed = c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
-    return layers * (attn + mlp + 2 * h) + h + embed
+    return layers * (attn + mlp + 2 * h) + h + _embedding_params(c)
 
 
 def kv_bytes_per_token(c: dict[str, Any], dtype: str) -> int:
@@ -46,7 +50,7 @@ def memory_estimate_gb(c: dict[str, Any], precision: dict[str, Any], batch: int,
 def prefill_flops(c: dict[str, Any], batch: int, inp: int) -> float:
     """2 x active non-embedding params per token, plus causal attention (QK^T and AV, half the square)."""
     h, _, layers, heads, _, d = _dims(c)
-    dense = parameters(c, active=True) - c["vocab_size"] * h * (1 if c.get("tie_word_embeddings") else 2)
+    dense = parameters(c, active=True) - _embedding_params(c)
     lm_head = c["vocab_size"] * h   # generate computes logits of the last prompt position only
     return 2 * dense * batch * inp + 2 * lm_head * batch + 2 * layers * batch * inp * inp * heads * d
 
