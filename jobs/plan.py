@@ -64,6 +64,7 @@ class Point:
     command: str
     resources: Resources | None = None
     problems: list[str] = field(default_factory=list)
+    elsewhere: str | None = None   # the cluster this point's hardware is on, when it is not this one
     submitted: str | None = None   # when this run submitted it (a record older than that is stale)
 
     def spec(self) -> dict[str, Any]:
@@ -152,12 +153,14 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         params.update(wl.params(cfg))
     except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))
-    problems += check_point(cfg)
+    elsewhere = other_cluster(cfg)
+    problems += check_point(cfg, here=elsewhere is None)
     params = {**base_params(cfg), **params}
     pid = point_id(cfg)
     point = Point(point_id=pid, sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg, params=params,
-                  command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems)
-    if not problems:
+                  command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems,
+                  elsewhere=elsewhere)
+    if not problems and elsewhere is None:
         try:
             point.resources = resources_for(cfg)
         except ValueError as exc:
@@ -165,7 +168,17 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     return point
 
 
-def check_point(cfg: dict[str, Any]) -> list[str]:
+def other_cluster(cfg: dict[str, Any]) -> str | None:
+    """The cluster to run this point on when this cluster lacks its hardware, else None."""
+    hw, cluster = cfg["hardware"], cfg["cluster"]
+    here = cluster.get("hardware")
+    if here is None or hw["name"] in here:
+        return None
+    return hw["slurm"].get("cluster") or "?"
+
+
+def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
+    """Problems of a point; `here`: it runs on this cluster (else only what holds everywhere is checked)."""
     hw, prec, cluster = cfg["hardware"], cfg["precision"], cfg["cluster"]
     problems = []
     cards = cfg["cards"]
@@ -173,17 +186,17 @@ def check_point(cfg: dict[str, Any]) -> list[str]:
         problems.append(f"precision={prec['name']} is not supported on hardware={hw['name']} "
                         f"(supported: {', '.join(hw['precisions'])})")
     nodes = nodes_for(cfg)
-    if nodes > cluster["max_nodes"]:
+    if here and nodes > cluster["max_nodes"]:
         problems.append(f"cards={cards} needs {nodes} nodes of {hw['name']} ({hw['cards_per_node']} cards per node) "
                         f"but cluster={cluster['name']} allows at most {cluster['max_nodes']} node(s), "
                         f"i.e. cards <= {cluster['max_nodes'] * hw['cards_per_node']}")
     device = cfg.get("device_override") or hw["device"]
-    if cluster["kind"] == "local":
+    if here and cluster["kind"] == "local":
         problems += _check_local(device, cards, hw["name"])
     model = cfg["model"]
     if model["init"] not in ("random", "pretrained"):
         problems.append(f"model.init={model['init']!r} must be random or pretrained")
-    elif model["init"] == "pretrained" and not (model.get("path") and Path(model["path"]).is_dir()):
+    elif model["init"] == "pretrained" and here and not (model.get("path") and Path(model["path"]).is_dir()):
         problems.append(f"model={model['name']} has init=pretrained but model.path={model.get('path')!r} is not a "
                         "directory; point model.path at a local checkpoint or use model.init=random")
     if cfg["energy"] not in ENERGY_CHOICES:
@@ -214,32 +227,37 @@ def _check_local(device: str, cards: int, hw_name: str) -> list[str]:
 
 
 def resources_for(cfg: dict[str, Any]) -> Resources:
-    hw, cluster, sl = cfg["hardware"], cfg["cluster"], cfg["hardware"]["slurm"]
+    """What to ask the scheduler for. The cluster file's `slurm:` block overrides the hardware file's."""
+    hw, cluster = cfg["hardware"], cfg["cluster"]
+    sl = {**hw["slurm"], **{k: v for k, v in (cluster.get("slurm") or {}).items() if v is not None}}
     cards, nodes = cfg["cards"], nodes_for(cfg)
     per_node = math.ceil(cards / nodes)
     gpus = per_node if hw["device"] != "cpu" and sl["gpu_request"] != "none" else 0
-    cpus = sl.get("cpus_per_card")
-    mem = sl.get("mem_per_card_gb")
+    per_card_tasks = workloads.get(cfg["workload"]["name"]).TASKS == "per_card"
+    tasks = per_node if per_card_tasks else 1
+    cpus, mem = sl.get("cpus_per_card"), sl.get("mem_per_card_gb")
     return Resources(
         cluster=cluster["name"],
         partition=(cluster.get("partitions") or {}).get(hw["name"], sl["partition"]),
         nodes=nodes,
-        tasks_per_node=per_node,
+        tasks_per_node=tasks,
         gpus_per_node=gpus,
         gpu_request=sl["gpu_request"] if gpus else "none",
         gres_name=sl.get("gres_name") if gpus else None,
-        cpus_per_task=cpus,
+        cpus_per_task=cpus * (per_node // tasks) if cpus else None,
         mem_gb=mem * per_node if mem else None,
         time_min=parse_duration(cluster["time_limit"]),
         account=cluster.get("account"),
         qos=cluster.get("qos"),
-        setup=tuple(sl.get("setup") or ()),
+        setup=tuple(cluster.get("setup") or ()) + tuple(hw["slurm"].get("setup") or ()),
         container=sl.get("container"),
     )
 
 
 def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
-    """All points, de-duplicated by id; raises SweepRejected listing every problem."""
+    """All points, de-duplicated by id; raises SweepRejected listing every problem.
+
+    Points whose hardware is on another cluster come back with `elsewhere` set and no resources."""
     points: dict[str, Point] = {}
     problems: list[tuple[str, str]] = []
     for overrides, cfg in configs:
@@ -252,8 +270,9 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
 
 
 def groups(points: list[Point]) -> dict[str, list[Point]]:
+    """Points that run here, by resource request: each group becomes one job array."""
     out: dict[str, list[Point]] = {}
     for p in points:
-        assert p.resources is not None
-        out.setdefault(p.resources.key(), []).append(p)
+        if p.elsewhere is None:
+            out.setdefault(p.resources.key(), []).append(p)
     return out

@@ -60,6 +60,10 @@ def _status_of(exc: BaseException) -> str:
     name = type(exc).__name__
     if name == "OutOfMemoryError" or "out of memory" in str(exc).lower():
         return "oom"
+    if name == "UncompletedJobError":  # submitit, on Slurm's signal ahead of the time limit or a preemption
+        return "timeout" if "timed-out" in str(exc) else "cancelled"
+    if isinstance(exc, KeyboardInterrupt):
+        return "cancelled"
     return "failed"
 
 
@@ -93,13 +97,17 @@ def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
                        type_="WorkloadCheck", message=result.error or f"workload checks failed: {result.info}"))
         return result.status
     except BaseException as exc:
-        status = "cancelled" if isinstance(exc, KeyboardInterrupt) else _status_of(exc)
+        status = _status_of(exc)
         tb = "".join(traceback.format_exception(exc))
         print(tb, file=sys.stderr, flush=True)
         if rank == 0:
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
+            message = None
+            if type(exc).__name__ == "UncompletedJobError":
+                why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
+                message = f"{why} ({exc})"
             _write(spec, point_dir, start, device, hosts, status=status,
-                   error=records.error_info(exc, log_tail=(others + tb) if others else tb))
+                   error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
             (point_dir / f"rank{rank}.err").write_text(f"--- rank {rank} ---\n{tb}")
         raise
@@ -121,9 +129,10 @@ def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list
           flush=True)
 
 
-def failure_record(spec: dict[str, Any], sweep_dir: str, *, status: str, error: dict[str, str]) -> Path:
+def failure_record(spec: dict[str, Any], sweep_dir: str, *, status: str, error: dict[str, str],
+                   job_id: str | None = None, start_time: str | None = None, nodes: list[str] | None = None) -> Path:
     """A record for a point whose job died without writing one (killed, timed out, cancelled)."""
-    prov = records.provenance(start_time=records.now())
+    prov = records.provenance(start_time=start_time or records.now(), job_id=job_id, nodes=nodes)
     path = Path(sweep_dir) / "points" / spec["point_id"] / records.RECORD_NAME
     rec = records.make_record(point=spec, provenance=prov, status=status, error=error)
     return records.write_record(path, rec)

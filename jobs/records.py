@@ -136,12 +136,19 @@ def redacted_env(environ: dict[str, str] | None = None) -> dict[str, str]:
             for k, v in sorted(environ.items()) if k.startswith(_ENV_PREFIXES)}
 
 
+def slurm_job_id(environ=os.environ) -> str | None:
+    """This job's id as sacct names it: <array>_<task> inside a job array."""
+    if environ.get("SLURM_ARRAY_JOB_ID"):
+        return f"{environ['SLURM_ARRAY_JOB_ID']}_{environ.get('SLURM_ARRAY_TASK_ID')}"
+    return environ.get("SLURM_JOB_ID")
+
+
 def provenance(*, start_time: str, device_name: str | None = None, device_runtime: str | None = None,
-               nodes: list[str] | None = None) -> dict[str, Any]:
+               nodes: list[str] | None = None, job_id: str | None = None) -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "nodes": nodes or [socket.gethostname()],
-        "slurm_job_id": os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": job_id or slurm_job_id(),
         "device_name": device_name,
         "device_runtime": device_runtime,
         "packages": package_versions(),

@@ -1,16 +1,15 @@
-"""submitit executors, the sweep manifest, and the loop that runs points and records failures."""
+"""From planned points to running jobs: skip measured points, show the plan, submit, wait."""
 from __future__ import annotations
 
-import json
+import shlex
+import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from jobs import records
-from jobs.plan import Point, Resources
-from jobs.point import failure_record, run_point
-
-MANIFEST = "manifest.json"
+from jobs.manifest import Manifest
+from jobs.plan import Point
 
 
 def split_measured(points: list[Point], sweep_dir: Path, *, force: bool) -> tuple[list[Point], list[Point]]:
@@ -24,10 +23,17 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool) -> tupl
     return todo, measured
 
 
-def print_plan(todo: list[Point], groups: dict[str, list[Point]], sweep_dir: Path) -> None:
-    from rich.console import Console
+def job_name(sweep: str, key: str) -> str:
+    return f"accelsweep-{sweep}-{key}"
+
+
+def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str, Any]) -> None:
+    """The dry run: every point with its group and memory fit, then each group's sbatch script."""
     from rich.table import Table
 
+    from jobs.progress import console
+
+    out = console()
     table = Table(title=f"dry run: nothing submitted (records would go to {sweep_dir / 'points'})")
     for col in ("point", "group", "partition", "nodes", "tasks/node", "gpus/node", "time (min)", "mem est/card (GB)",
                 "overrides"):
@@ -37,7 +43,16 @@ def print_plan(todo: list[Point], groups: dict[str, list[Point]], sweep_dir: Pat
             r = p.resources
             table.add_row(p.point_id, key, str(r.partition), str(r.nodes), str(r.tasks_per_node),
                           str(r.gpus_per_node), str(r.time_min), _fit(p.params), p.label)
-    Console(width=200).print(table)
+    out.print(table)
+    if cluster["kind"] != "slurm":
+        return
+    from jobs.schedulers import slurm
+
+    for key, pts in groups.items():
+        text = slurm.script(pts[0].resources, len(pts), job_name(pts[0].sweep, key), slurm.folder(sweep_dir),
+                            cluster)
+        out.print(f"--- group {key}: {len(pts)} point(s), one sbatch call ---", markup=False)
+        out.print(text, markup=False, highlight=False)
 
 
 def _fit(params: dict) -> str:
@@ -47,97 +62,106 @@ def _fit(params: dict) -> str:
     return f"{est:.1f}" + {True: " fits", False: " WILL NOT FIT", None: ""}[fits]
 
 
-def write_manifest(sweep_dir: Path, points: list[Point], groups: dict[str, list[Point]], argv: list[str]) -> Path:
-    """Append this submission to the sweep's manifest; earlier submissions are kept."""
-    path = sweep_dir / MANIFEST
-    old = json.loads(path.read_text()) if path.exists() else {"submissions": [], "points": {}}
+def elsewhere_commands(points: list[Point], argv: list[str]) -> dict[str, dict[str, Any]]:
+    """Hardware -> the command that runs this sweep's points of that hardware on the cluster that has it."""
+    out: dict[str, dict[str, Any]] = {}
     for p in points:
-        old["points"][p.point_id] = {"overrides": p.overrides, "params": p.params, "command": p.command}
-    old["submissions"].append({
-        "time": records.now(), "argv": argv, "git_commit": records.git_commit(),
-        "groups": {k: {"resources": asdict(v[0].resources), "points": [p.point_id for p in v]}
-                   for k, v in groups.items()},
-    })
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    records.write_record(path, old)
-    return path
+        hw = p.params["hardware"]
+        if hw not in out:
+            args = [a for a in argv[1:] if not a.startswith(("hardware=", "cluster=", "sweep.name="))]
+            if "-m" not in args and "--multirun" not in args:
+                args.insert(0, "-m")
+            cluster = p.elsewhere if p.elsewhere != "?" else "<cluster that has it>"
+            out[hw] = {"cluster": p.elsewhere, "points": [],
+                       "command": shlex.join(["python", "-m", "jobs.sweep", *args, f"hardware={hw}",
+                                              f"cluster={cluster}", f"sweep.name={p.sweep}"])}
+        out[hw]["points"].append(p.point_id)
+    return out
 
 
-def _executor(resources: Resources, folder: Path):
-    import submitit
+def print_elsewhere(commands: dict[str, dict[str, Any]], cluster: str) -> None:
+    for hw, c in commands.items():
+        print(f"{len(c['points'])} point(s) on hardware={hw} are not on cluster {cluster}; run them on "
+              f"{c['cluster'] if c['cluster'] != '?' else 'the cluster that has it'} with:\n  {c['command']}\n"
+              "  then copy that runs/<sweep> directory back; `python -m analysis.aggregate DIR1 DIR2 ...` merges "
+              "them", flush=True)
 
-    ex = submitit.LocalExecutor(folder=folder / "%j")
-    ex.update_parameters(timeout_min=resources.time_min, tasks_per_node=resources.tasks_per_node,
-                         nodes=1, gpus_per_node=resources.gpus_per_node)
-    return ex
+
+def run_local(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str, Any], manifest: Manifest,
+              entry: dict) -> dict[str, str]:
+    from jobs.schedulers import local
+
+    for key, pts in groups.items():
+        manifest.add_group(entry, key, pts, submitted=records.now())
+    return local.run(groups, sweep_dir, max_parallel=cluster["max_parallel"])
 
 
-def _tail(job, lines: int = 40) -> str:
-    parts = []
-    for getter in (job.stdout, job.stderr):
+def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str, Any], manifest: Manifest,
+                 entry: dict, *, report: bool) -> list[str]:
+    """One sbatch call per group, then the report job after all of them; returns the refusals."""
+    from jobs.finish import after_sweep
+    from jobs.point import run_point
+    from jobs.schedulers import slurm
+
+    refused = []
+    for key, pts in groups.items():
+        submitted = records.now()
         try:
-            parts.append(getter() or "")
-        except Exception:  # logs may be missing when the process never started
-            pass
-    return "\n".join("\n".join(parts).splitlines()[-lines:])
+            tasks = slurm.submit_group(run_point, [(p.spec(), str(sweep_dir)) for p in pts], pts[0].resources,
+                                       job_name(pts[0].sweep, key), sweep_dir, cluster)
+        except slurm.SlurmError as exc:
+            refused.append(f"group {key} ({len(pts)} point(s), e.g. {pts[0].label}): Slurm refused it: {exc}")
+            manifest.add_group(entry, key, pts, submitted=submitted, error=str(exc))
+            print(f"refused  group {key}: {exc}", file=sys.stderr, flush=True)
+            continue
+        job = tasks[0].split("_")[0]
+        manifest.add_group(entry, key, pts, submitted=submitted, job_id=job, tasks=tasks)
+        r = pts[0].resources
+        print(f"submitted group {key}: job {job}, {len(pts)} point(s) to partition {r.partition} "
+              f"({r.nodes} node(s) x {r.tasks_per_node} task(s), {r.gpus_per_node} gpu(s)/node)", flush=True)
+    jobs = manifest.job_ids()
+    if report and jobs:
+        rep = cluster.get("report") or {}
+        from jobs.plan import Resources, parse_duration
+
+        res = Resources(cluster=cluster["name"], partition=rep.get("partition"), nodes=1, tasks_per_node=1,
+                        gpus_per_node=0, gpu_request="none", gres_name=None, cpus_per_task=1, mem_gb=None,
+                        time_min=parse_duration(rep.get("time_limit", "00:30:00")), account=cluster.get("account"),
+                        qos=cluster.get("qos"), setup=tuple(cluster.get("setup") or ()))
+        try:
+            (entry["report_job"],) = slurm.submit_group(after_sweep, [(str(sweep_dir),)], res,
+                                                        f"accelsweep-{sweep_dir.name}-report", sweep_dir, cluster,
+                                                        dependency="afterany:" + ":".join(jobs))
+            manifest.save()
+            print(f"submitted report job {entry['report_job']} (runs after jobs {', '.join(jobs)} end)", flush=True)
+        except slurm.SlurmError as exc:
+            refused.append(f"report job: Slurm refused it: {exc}")
+    return refused
 
 
-def settle(job, point: Point, sweep_dir: Path, elapsed_s: float) -> str:
-    """The point's status once its job ended; writes a record if the job left none."""
-    path = records.record_path(sweep_dir / "points", point.point_id)
-    rec = records.read_record(path)
-    if rec is not None and rec["provenance"]["start_time"] >= point.submitted:
-        return rec["status"]
-    limit_s = point.resources.time_min * 60
-    status = "timeout" if elapsed_s >= limit_s else "failed"
-    try:
-        exc = job.exception()
-    except Exception as e:  # submitit raises when the job left no result at all
-        exc = e
-    message = (f"time limit of {point.resources.time_min} min reached" if status == "timeout"
-               else f"job ended without a record: {type(exc).__name__ if exc else 'no exception'}: {exc}")
-    failure_record(point.spec(), str(sweep_dir), status=status,
-                   error=records.error_info(type_="JobDied" if status == "failed" else "Timeout",
-                                            message=message, log_tail=_tail(job)))
-    return status
+def wait(sweep_dir: Path, poll_s: float = 5.0) -> dict[str, int]:
+    """Block until every point of the latest submission and the report job ended, with a live display."""
+    from rich.live import Live
 
+    from jobs.progress import console
+    from jobs.schedulers import slurm
+    from jobs.status import counts as count_states
+    from jobs.status import point_states, summary_line
 
-def run_local(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -> dict[str, str]:
-    """Run every point on this machine, at most `max_parallel` at once; point id -> status."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    manifest = Manifest.load(sweep_dir)
+    report = manifest.data["submissions"][-1].get("report_job")
+    t0 = time.monotonic()
+    with Live(console=console(), refresh_per_second=1, transient=False) as live:
+        while True:
+            rows = point_states(sweep_dir, manifest)
+            counts = count_states(rows)
+            report_state = slurm.states([report]).get(report, {}).get("state") if report else None
+            live.update(f"{summary_line(counts)}   report job: {report_state or '-'}   "
+                        f"({time.monotonic() - t0:.0f} s)")
+            # Just-submitted jobs may not be in sacct yet: "unknown" counts as not ended for a while.
+            unseen = counts.get("unknown") or (report and report_state in (None, "unknown"))
+            settling = bool(unseen) and time.monotonic() - t0 < 120
+            if not (counts.get("pending") or counts.get("running") or report_state in slurm.ACTIVE or settling):
+                return counts
+            time.sleep(poll_s)
 
-    queue = [(p, key) for key, pts in groups.items() for p in pts]
-    total = len(queue)
-    executors = {key: _executor(pts[0].resources, sweep_dir / "submitit") for key, pts in groups.items()}
-    running: list[tuple[Point, object, float]] = []
-    status: dict[str, str] = {}
-    console = Console()
-    if not console.is_terminal:  # logs: one unwrapped line per point
-        console = Console(width=250)
-
-    def describe() -> str:
-        failed = sum(s != "ok" for s in status.values())
-        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {len(queue)}"
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
-        bar = progress.add_task(describe(), total=total)
-        while queue or running:
-            while queue and len(running) < max(1, max_parallel):
-                point, key = queue.pop(0)
-                point.submitted = records.now()
-                job = executors[key].submit(run_point, point.spec(), str(sweep_dir))
-                running.append((point, job, time.monotonic()))
-            for item in list(running):
-                point, job, t0 = item
-                if job.done():
-                    running.remove(item)
-                    elapsed = time.monotonic() - t0
-                    status[point.point_id] = st = settle(job, point, sweep_dir, elapsed)
-                    progress.console.print(f"[{len(status)}/{total}] {st:<9} {point.point_id}  {point.label}  "
-                                           f"({elapsed:.1f} s)")
-                    progress.update(bar, advance=1)
-            progress.update(bar, description=describe())
-            time.sleep(0.2)
-    return status

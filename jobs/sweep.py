@@ -1,4 +1,4 @@
-"""python -m jobs.sweep [-m] key=value,...: expand, validate, plan, submit, wait, report.
+"""python -m jobs.sweep [-m] key=value,...: expand, validate, plan, submit (or run), report.
 
 With -m Hydra crosses the comma-separated values and the accelsweep launcher
 receives every point at once; without it, the overrides name one point.
@@ -15,6 +15,13 @@ from omegaconf import DictConfig
 
 from hydra_plugins.accelsweep_launcher import point_config
 from jobs import plan, submit
+from jobs.finish import finish
+from jobs.manifest import Manifest
+from jobs.schedulers import KINDS
+
+
+class SubmissionFailed(RuntimeError):
+    """Slurm refused some groups; the others were submitted."""
 
 
 def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
@@ -24,47 +31,63 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
         values = {repr(c[key]) for _, c in configs}
         if len(values) > 1:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
-    if first["cluster"]["kind"] != "local":
-        raise plan.SweepRejected([("cluster", f"cluster.kind={first['cluster']['kind']!r}: only local runs are "
-                                              "implemented so far (allowed: local)")])
+    cluster = first["cluster"]
+    if cluster["kind"] not in KINDS:
+        raise plan.SweepRejected([("cluster", f"cluster.kind={cluster['kind']!r} is not a scheduler; allowed: "
+                                              f"{', '.join(KINDS)}")])
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
     points = plan.plan(configs)
-    todo, measured = submit.split_measured(points, sweep_dir, force=first["force"])
+    here = [p for p in points if p.elsewhere is None]
+    todo, measured = submit.split_measured(here, sweep_dir, force=first["force"])
     groups = plan.groups(todo)
+    if cluster["kind"] == "slurm" and groups:
+        from jobs.schedulers import slurm
+
+        problems = slurm.check(groups, cluster)
+        if problems:
+            raise plan.SweepRejected(problems)
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
-          f"{len(todo)} to run in {len(groups)} resource group(s) on cluster {first['cluster']['name']}",
-          flush=True)
+          f"{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
+    elsewhere = submit.elsewhere_commands([p for p in points if p.elsewhere], sys.argv)
+    submit.print_elsewhere(elsewhere, cluster["name"])
     if first["dry_run"]:
-        submit.print_plan(todo, groups, sweep_dir)
+        submit.print_plan(groups, sweep_dir, cluster)
         return points
-    submit.write_manifest(sweep_dir, points, groups, argv=sys.argv)
-    submit.run_local(groups, sweep_dir, max_parallel=first["cluster"]["max_parallel"])
-    if first["sweep"]["report"]:
-        finish(sweep_dir)
+    if not todo and not elsewhere:
+        print("nothing to run: every point already has an ok record (force=true runs them again)")
+    manifest = Manifest(sweep_dir)
+    entry = manifest.begin(points, cluster=cluster)
+    entry["elsewhere"] = elsewhere
+    manifest.save()
+    if cluster["kind"] == "local":
+        submit.run_local(groups, sweep_dir, cluster, manifest, entry)
+        if first["sweep"]["report"] and here:
+            finish(sweep_dir)
+        return points
+    refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=first["sweep"]["report"])
+    print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
+          f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
+    if first["sweep"]["wait"] and manifest.job_ids():
+        from jobs.status import summary_line
+
+        print(f"done: {summary_line(submit.wait(sweep_dir))}")
+        if (sweep_dir / "site" / "index.html").exists():
+            print(f"report:  {sweep_dir / 'site' / 'index.html'}")
+    if refused:
+        raise SubmissionFailed("\n".join(refused))
     return points
 
 
 def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]]) -> None:
-    """run(), with a rejected sweep reported as a short message and exit status 2."""
+    """run(), with a rejected sweep reported as a short message and exit status 2 (1 if Slurm refused)."""
     try:
         run(configs)
     except plan.SweepRejected as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-
-
-def finish(sweep_dir: Path) -> None:
-    """Aggregate the sweep's records and build its report."""
-    from analysis.aggregate import aggregate, write_table
-    from report.build import build
-
-    table = aggregate([sweep_dir])
-    parquet, csv = write_table(table, sweep_dir)
-    index = build(table, sweep_dir / "site")
-    counts = table["status"].value_counts().to_dict() if len(table) else {}
-    print(f"records: {sweep_dir / 'points'}  ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))})")
-    print(f"table:   {parquet}  (and {csv.name})")
-    print(f"report:  {index}")
+    except SubmissionFailed as exc:
+        print(f"error: Slurm refused part of the sweep; the rest was submitted:\n{exc}", file=sys.stderr)
+        sys.exit(1)
 
 
 @hydra.main(version_base="1.3", config_path="pkg://hydra_conf", config_name="config")

@@ -13,6 +13,8 @@ from jobs.workloads import Result
 
 from . import engines, model_math
 
+TASKS = "per_card"  # one rank per card, each a replica serving its own batch
+
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
 
 

@@ -1,0 +1,255 @@
+"""Slurm through submitit: one job array per resource group, states from one sacct call.
+
+Only this module runs Slurm commands (sbatch through submitit; sinfo,
+sacctmgr, sacct and scancel directly).
+"""
+from __future__ import annotations
+
+import getpass
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from jobs.plan import Point, Resources
+
+# sacct state -> accelsweep state. A job that ended COMPLETED without a record failed in a way we did not see.
+STATES = {
+    "PENDING": "pending", "REQUEUED": "pending", "REQUEUE_HOLD": "pending", "REQUEUE_FED": "pending",
+    "CONFIGURING": "running", "RUNNING": "running", "COMPLETING": "running", "SUSPENDED": "running",
+    "RESIZING": "running", "STAGE_OUT": "running", "SIGNALING": "running",
+    "COMPLETED": "failed", "FAILED": "failed", "NODE_FAIL": "failed", "BOOT_FAIL": "failed",
+    "OUT_OF_MEMORY": "oom", "TIMEOUT": "timeout", "DEADLINE": "timeout",
+    "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
+}
+ACTIVE = {"pending", "running"}
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed; the message is Slurm's."""
+
+
+def _run(cmd: list[str], timeout: float = 60) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise SlurmError(f"{cmd[0]} is not on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{shlex.join(cmd)} did not answer within {timeout:.0f} s") from None
+    if out.returncode != 0:
+        raise SlurmError(f"{shlex.join(cmd)} failed: {(out.stderr or out.stdout).strip()}")
+    return out.stdout
+
+
+# ---- what the cluster offers -------------------------------------------------------------------------------
+
+def _slurm_minutes(text: str) -> int | None:
+    """sinfo's time limit ('2:00:00', '1-00:00:00', '30:00', 'infinite') in minutes."""
+    text = text.strip()
+    if text.lower() in ("infinite", "unlimited", "n/a", ""):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts[-3:]
+    return (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0)
+
+
+def _gres_count(gres: str, name: str) -> int:
+    """'gpu:8', 'gpu:a100:4(S:0-1)', 'gpu:4,hpu:2' -> count of `name`."""
+    total = 0
+    for item in gres.split(","):
+        fields = item.split("(")[0].split(":")
+        if fields and fields[0] == name and fields[-1].isdigit():
+            total = max(total, int(fields[-1]))
+    return total
+
+
+def partitions() -> dict[str, dict[str, Any]]:
+    """Partition name -> sinfo facts (one sinfo call)."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in _run(["sinfo", "-h", "-a", "-o", "%R|%D|%l|%G"]).splitlines():
+        name, nodes, limit, gres = (line.split("|") + ["", "", "", ""])[:4]
+        p = out.setdefault(name.strip(), {"nodes": 0, "limit": limit, "gres": set()})
+        p["nodes"] += int(nodes or 0)
+        p["gres"].add(gres.strip())
+    return out
+
+
+def _associations() -> tuple[set[str] | None, set[str] | None]:
+    """(accounts of this user, qos names) from sacctmgr; None where it cannot tell."""
+    try:
+        accounts = {a.strip() for a in _run(["sacctmgr", "-n", "-P", "show", "assoc",
+                                             f"user={getpass.getuser()}", "format=account"]).split() if a.strip()}
+    except SlurmError:
+        accounts = None
+    try:
+        qos = {q.strip() for q in _run(["sacctmgr", "-n", "-P", "show", "qos", "format=name"]).split() if q.strip()}
+    except SlurmError:
+        qos = None
+    return accounts or None, qos or None
+
+
+def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every reason the cluster would refuse a group, found before anything is submitted."""
+    if shutil.which("sbatch") is None:
+        return [("cluster", f"cluster={cluster['name']} is a Slurm cluster (kind: slurm) but sbatch is not on PATH "
+                            "here; run the sweep on that cluster's login node, or use cluster=local to run the "
+                            "points on this machine")]
+    try:
+        parts = partitions()
+    except SlurmError as exc:
+        return [("cluster", f"cannot list partitions of cluster={cluster['name']}: {exc}")]
+    accounts, qos_names = _associations()
+    problems: list[tuple[str, str]] = []
+    for key, pts in groups.items():
+        r, p = pts[0].resources, pts[0]
+        where = f"group {key} ({len(pts)} point(s), e.g. {p.label})"
+        hw = p.params["hardware"]
+        if r.partition not in parts:
+            problems.append((where, f"partition {r.partition!r} (hardware={hw}) does not exist on cluster "
+                                    f"{cluster['name']}; partitions: {', '.join(sorted(parts))}. Map it with "
+                                    f"++cluster.partitions.{hw}=<partition>"))
+            continue
+        part = parts[r.partition]
+        if r.nodes > part["nodes"]:
+            per_node = p.params["cards"] // r.nodes if r.nodes else 0
+            problems.append((where, f"cards={p.params['cards']} needs {r.nodes} node(s) but partition "
+                                    f"{r.partition} has {part['nodes']}; allowed: cards <= "
+                                    f"{part['nodes'] * max(per_node, 1)}"))
+        if r.gpus_per_node and r.gpu_request == "gres":
+            have = max(_gres_count(g, r.gres_name or "gpu") for g in part["gres"])
+            if r.gpus_per_node > have:
+                problems.append((where, f"needs {r.gres_name}:{r.gpus_per_node} per node but partition "
+                                        f"{r.partition} offers {r.gres_name}:{have}; allowed: cards per node "
+                                        f"<= {have}"))
+        limit = _slurm_minutes(part["limit"])
+        if limit is not None and r.time_min > limit:
+            problems.append((where, f"time limit {r.time_min} min is above partition {r.partition}'s MaxTime "
+                                    f"{part['limit']}; allowed: cluster.time_limit <= {part['limit']}"))
+        if r.account and accounts is not None and r.account not in accounts:
+            problems.append((where, f"account {r.account!r} is not one of your Slurm accounts "
+                                    f"({', '.join(sorted(accounts))})"))
+        if r.qos and qos_names is not None and r.qos not in qos_names:
+            problems.append((where, f"qos {r.qos!r} does not exist; allowed: {', '.join(sorted(qos_names))}"))
+    report = cluster.get("report") or {}
+    if report.get("partition") and report["partition"] not in parts:
+        problems.append(("cluster", f"cluster.report.partition={report['partition']!r} does not exist; partitions: "
+                                    f"{', '.join(sorted(parts))}"))
+    return problems
+
+
+# ---- submission -------------------------------------------------------------------------------------------
+
+def python_command(cluster: dict[str, Any], container: str | None) -> str:
+    python = cluster.get("python") or shlex.quote(sys.executable)
+    return f"{container} {python}" if container else python
+
+
+def sbatch_params(r: Resources, name: str, *, array_parallelism: int) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for one resource group (also what dry runs print)."""
+    params: dict[str, Any] = {
+        "job_name": name, "nodes": r.nodes, "ntasks_per_node": r.tasks_per_node, "time": r.time_min,
+        "array_parallelism": max(1, array_parallelism),
+        # submitit's USR2 before the limit: the point writes a timeout record while it still can.
+        "signal_delay_s": max(10, min(90, r.time_min * 60 // 4)),
+        "setup": list(r.setup), "stderr_to_stdout": False,
+    }
+    for key, value in (("partition", r.partition), ("cpus_per_task", r.cpus_per_task),
+                       ("account", r.account), ("qos", r.qos)):
+        if value is not None:
+            params[key] = value
+    if r.mem_gb:
+        params["mem"] = f"{r.mem_gb}GB"
+    if r.gpus_per_node:
+        if r.gpu_request == "gres":
+            params["gres"] = f"{r.gres_name or 'gpu'}:{r.gpus_per_node}"
+        else:
+            params["gpus_per_node"] = r.gpus_per_node
+    return params
+
+
+def script(r: Resources, n_points: int, name: str, folder: Path, cluster: dict[str, Any]) -> str:
+    """The sbatch script submitit would send for this group (without submitting)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1))
+    command = f"{python_command(cluster, r.container)} -u -m submitit.core._submit {shlex.quote(str(folder))}"
+    return _make_sbatch_string(command=command, folder=folder, map_count=n_points if n_points > 1 else None,
+                               **params)
+
+
+def folder(sweep_dir: Path) -> Path:
+    return sweep_dir / "slurm" / "%j"
+
+
+def submit_group(fn, args: list[tuple], r: Resources, name: str, sweep_dir: Path, cluster: dict[str, Any],
+                 dependency: str | None = None) -> list[str]:
+    """Submit `fn(*a)` for every a in `args` as ONE sbatch call (a job array when more than one)."""
+    import submitit
+    from submitit.core.utils import FailedJobError, FailedSubmissionError
+
+    # A fresh executor per group: update_parameters cannot unset a parameter an earlier group set.
+    ex = submitit.SlurmExecutor(folder=folder(sweep_dir), python=python_command(cluster, r.container),
+                                max_num_timeout=0)
+    params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1))
+    if dependency:
+        params["dependency"] = dependency
+    ex.update_parameters(**params)
+    try:
+        with ex.batch():
+            jobs = [ex.submit(fn, *a) for a in args]
+    except (FailedJobError, FailedSubmissionError, subprocess.SubprocessError, OSError) as exc:
+        raise SlurmError(str(exc).strip()) from None
+    return [j.job_id for j in jobs]
+
+
+# ---- states and cancel ------------------------------------------------------------------------------------
+
+def _expand(job_id: str) -> list[str]:
+    """'12_[3-5,7%2]' -> ['12_3', '12_4', '12_5', '12_7']; '12_3' and '12' unchanged."""
+    m = re.match(r"^(\d+)_\[([^\]]+)\]$", job_id)
+    if not m:
+        return [job_id]
+    out = []
+    for part in m.group(2).split("%")[0].split(","):
+        lo, _, hi = part.partition("-")
+        out += [f"{m.group(1)}_{i}" for i in range(int(lo), int(hi or lo) + 1)]
+    return out
+
+
+def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
+    """Job or array-task id -> {state, slurm_state, exit_code, elapsed} from one sacct call."""
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    if not arrays:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(arrays),
+                 "--format=JobID,State,ExitCode,Elapsed,NodeList"])
+    for line in text.splitlines():
+        jid, state, exit_code, elapsed, nodes = (line.split("|") + [""] * 5)[:5]
+        slurm_state = state.split()[0] if state else "UNKNOWN"
+        for task in _expand(jid.strip()):
+            out[task] = {"state": STATES.get(slurm_state, "unknown"), "slurm_state": slurm_state,
+                         "exit_code": exit_code, "elapsed": elapsed, "nodes": nodes}
+    for task in job_ids:  # right after submission sacct lists an array as one row under its bare id
+        array = task.split("_")[0]
+        if task not in out and array in out:
+            out[task] = out[array]
+    return out
+
+
+def cancel(job_ids: list[str]) -> None:
+    arrays = sorted({j.split("_")[0] for j in job_ids})
+    if arrays:
+        _run(["scancel", *arrays])
+
+
+def log_paths(sweep_dir: Path, job_id: str) -> list[Path]:
+    """submitit's stdout/stderr files of a job (task 0)."""
+    base = sweep_dir / "slurm" / job_id
+    return [base / f"{job_id}_0_log.out", base / f"{job_id}_0_log.err"]

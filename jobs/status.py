@@ -1,0 +1,146 @@
+"""python -m jobs.status RUNS/SWEEP [--record]: every point's state from its record and one sacct call.
+
+A point's state is its record's status when the record is newer than the
+point's latest submission; otherwise the scheduler's state of its job
+(pending, running, or how it ended). With --record, points whose job ended
+without a record get one (timeout, cancelled, oom, failed), as the sweep's
+report job does before it aggregates.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from jobs import records
+from jobs.manifest import Manifest
+
+ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", "not submitted",
+         "unknown")
+
+
+def point_states(sweep_dir: Path, manifest: Manifest | None = None,
+                 jobs: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail."""
+    manifest = manifest or Manifest.load(sweep_dir)
+    latest = manifest.latest()
+    if jobs is None:
+        jobs = _slurm_states([s["task"] for s in latest.values() if s["task"]])
+    rows = []
+    for pid, point in manifest.data["points"].items():
+        sub = latest.get(pid, {})
+        rec = records.read_record(records.record_path(sweep_dir / "points", pid))
+        fresh = rec is not None and sub.get("submitted") is not None and \
+            rec["provenance"].get("start_time", "") >= sub["submitted"]
+        job = jobs.get(sub.get("task") or "", {})
+        if fresh or (rec is not None and not sub.get("task")):
+            state, detail = rec["status"], (rec.get("error") or {}).get("message", "")
+        elif sub.get("task"):
+            state = job.get("state", "unknown")
+            detail = f"{job.get('slurm_state', 'not in sacct')} {job.get('exit_code', '')}".strip()
+            if state not in ("pending", "running") and rec is not None:
+                detail += f"; older record: {rec['status']}"
+        elif sub.get("error"):
+            state, detail = "not submitted", f"Slurm refused the group: {sub['error']}"
+        else:
+            state, detail = ("pending" if sub.get("kind") == "local" else "not submitted"), ""
+        rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",
+                     "hardware": point["params"].get("hardware"), "cards": point["params"].get("cards"),
+                     "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
+                     "slurm": job})
+    return rows
+
+
+def _slurm_states(tasks: list[str]) -> dict[str, dict[str, str]]:
+    if not tasks:
+        return {}
+    from jobs.schedulers import slurm
+
+    try:
+        return slurm.states(tasks)
+    except slurm.SlurmError as exc:
+        print(f"warning: no job states ({exc}); showing records only", file=sys.stderr)
+        return {}
+
+
+def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]:
+    """Write a record for every point whose job ended without one; returns their ids."""
+    from jobs.point import failure_record
+    from jobs.schedulers import slurm
+
+    manifest = manifest or Manifest.load(sweep_dir)
+    latest = manifest.latest()
+    written = []
+    for row in point_states(sweep_dir, manifest):
+        job = row["slurm"]
+        if row["fresh_record"] or not job or job["state"] in slurm.ACTIVE or job["state"] == "unknown":
+            continue
+        if job["exit_code"].endswith(f":{int(signal.SIGUSR2)}"):  # submitit's time-limit signal came before its handler
+            job = {**job, "state": "timeout"}
+        tail = "\n".join(_tail(p) for p in slurm.log_paths(sweep_dir, row["job"]))
+        message = {"timeout": "killed at the job's time limit", "cancelled": "job cancelled or preempted",
+                   "oom": "killed for exceeding its memory request"}.get(
+            job["state"], "job ended without writing a record")
+        failure_record(manifest.spec(row["point_id"]), str(sweep_dir), status=job["state"], job_id=row["job"],
+                       start_time=latest[row["point_id"]]["submitted"],
+                       nodes=[job["nodes"]] if job["nodes"] and job["nodes"] != "None assigned" else None,
+                       error=records.error_info(type_=f"Slurm{job['slurm_state'].title().replace('_', '')}",
+                                                message=f"{message} (sacct: {job['slurm_state']}, exit code "
+                                                        f"{job['exit_code']}, elapsed {job['elapsed']}, node(s) "
+                                                        f"{job['nodes']})", log_tail=tail))
+        written.append(row["point_id"])
+    return written
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    out = {s: 0 for s in ORDER}
+    for r in rows:
+        out[r["state"]] = out.get(r["state"], 0) + 1
+    return {s: n for s, n in out.items() if n}
+
+
+def summary_line(c: dict[str, int]) -> str:
+    return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m jobs.status", description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweep_dir", type=Path, help="the sweep's directory, e.g. runs/default")
+    ap.add_argument("--record", action="store_true", help="write records for points whose job ended without one")
+    ap.add_argument("--all", action="store_true", help="list every point, not only those not ok")
+    args = ap.parse_args(argv)
+    try:
+        manifest = Manifest.load(args.sweep_dir)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.record:
+        written = record_ended(args.sweep_dir, manifest)
+        print(f"wrote {len(written)} record(s) for jobs that ended without one")
+    rows = point_states(args.sweep_dir, manifest)
+    from rich.table import Table
+
+    from jobs.progress import console
+
+    table = Table(title=f"{args.sweep_dir}: {summary_line(counts(rows))}")
+    for col in ("point", "state", "job", "hardware", "cards", "overrides", "detail"):
+        table.add_column(col)
+    for r in sorted(rows, key=lambda r: (ORDER.index(r["state"]) if r["state"] in ORDER else 99, r["job"])):
+        if args.all or r["state"] != "ok":
+            table.add_row(r["point_id"], r["state"], r["job"], str(r["hardware"]), str(r["cards"]), r["label"],
+                          r["detail"])
+    console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
