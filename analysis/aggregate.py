@@ -63,13 +63,19 @@ def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def aggregate(paths: Iterable[Path]) -> pd.DataFrame:
-    rows = []
+    recs = []
     for path in find_records(paths):
         rec = read_record(path)
         if rec is None:
             print(f"warning: skipping unreadable record {path}", file=sys.stderr)
             continue
-        rows.append(flatten(rec))
+        recs.append(rec)
+    return table_from_records(recs)
+
+
+def table_from_records(recs: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Records (as read from record.json) -> the table, one row per point, with the derived columns."""
+    rows = [flatten(rec) for rec in recs]
     if not rows:
         return pd.DataFrame(columns=["point_id", "sweep", "status"])
     table = one_row_per_point(pd.DataFrame(rows))

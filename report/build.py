@@ -1,10 +1,12 @@
-"""python -m report.build [INPUTS...] [--out site/]: results.parquet -> static HTML site.
+"""python -m report.build [INPUTS...] [--out site/] [--baseline B...] [--tolerance T]: results -> static HTML site.
 
-INPUTS are results.parquet files or directories holding one (directly or in an immediate
-subdirectory); the default is ``runs``. The site works from file:// and from any web sub-path:
-every link is relative and nothing is fetched from the network. Vega, Vega-Lite and vega-embed
-are written once to ``assets/vega.js`` (a classic script built by vl_convert) and every chart is
-rendered client-side by vegaEmbed from a JSON spec embedded in its page.
+INPUTS (and the --baseline inputs) are results.parquet files or directories holding one (directly or in
+an immediate subdirectory); the default is ``runs``. With --baseline, every point also found in the
+baseline is compared metric by metric (analysis.compare) and a Baseline page lists the changes.
+The site works from file:// and from any web sub-path: every link is relative and nothing is fetched
+from the network. Vega, Vega-Lite and vega-embed are written once to ``assets/vega.js`` (a classic
+script built by vl_convert) and every chart is rendered client-side by vegaEmbed from a JSON spec
+embedded in its page.
 """
 from __future__ import annotations
 
@@ -20,10 +22,12 @@ import jinja2
 import pandas as pd
 
 from analysis.aggregate import one_row_per_point, write_table
+from analysis.compare import TOLERANCE, compare
 from report.charts import fmt_num
 from report.pages import Page, discover
 
 RESULTS_NAME = "results.parquet"
+COMPARISON_NAME = "baseline_comparison.csv"
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
 REQUIRED = ("point_id", "sweep", "status")
@@ -112,18 +116,26 @@ def _size(path: Path) -> str:
 
 # --------------------------------------------------------------------------- build
 
-def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None) -> Path:
-    """Write the site for ``table`` under ``out``; return the path of index.html."""
+def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
+          tolerance: float = TOLERANCE) -> Path:
+    """Write the site for ``table`` (compared with ``baseline`` if given) under ``out``; return index.html's path."""
     out = Path(out)
     table = normalize(table)
+    comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
     (out / "assets").mkdir(parents=True, exist_ok=True)
     (out / "assets" / "vega.js").write_text(vega_bundle(), encoding="utf-8")
     (out / "assets" / "style.css").write_text((STATIC / "style.css").read_text(encoding="utf-8"),
                                               encoding="utf-8")
     data_links = _write_data(table, out / "data")
     _write_schema(out / "data")
+    comparison_link = None
+    if comparison is not None:
+        path = out / "data" / COMPARISON_NAME
+        comparison.rows.to_csv(path, index=False)
+        comparison_link = {"href": f"data/{COMPARISON_NAME}", "label": COMPARISON_NAME, "size": _size(path)}
 
-    pages = [p for p in (pages if pages is not None else discover()) if p.applies(table)]
+    pages = [p for p in (pages if pages is not None else discover())
+             if p.applies(table) and (comparison is not None or not p.needs_baseline)]
     if not any(p.slug == "index" for p in pages):
         raise RuntimeError("the report needs an index page")
     env = _environment()
@@ -133,10 +145,12 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None) -> Pa
         "sweep_names": sorted(map(str, table["sweep"].dropna().unique())),
         "n_failed": int((~table["status"].eq("ok")).sum()),
         "data_links": data_links,
+        "comparison_link": comparison_link,
     }
     for page in pages:
         html = env.get_template(page.template).render(
-            **{**common, **page.context(table)}, page=page, charts=page.charts(table))
+            **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
+            charts=page.charts(table))
         (out / page.filename).write_text(html, encoding="utf-8")
     return out / "index.html"
 
@@ -146,14 +160,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("inputs", nargs="*", default=["runs"],
                     help="results.parquet files or directories containing one (default: runs)")
     ap.add_argument("--out", type=Path, default=Path("site"), help="output directory (default: site)")
+    ap.add_argument("--baseline", nargs="+", metavar="BASELINE",
+                    help="results.parquet files or directories to compare against, matched by point id")
+    ap.add_argument("--tolerance", type=float, default=TOLERANCE,
+                    help=f"relative change beyond which a metric is a regression or improvement "
+                         f"(default: {TOLERANCE}, i.e. ±{TOLERANCE * 100:g}%%)")   # %% for argparse
     args = ap.parse_args(argv)
+    if not args.tolerance >= 0:
+        ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
     try:
         table = load(args.inputs)
+        baseline = load(args.baseline) if args.baseline else None
     except FileNotFoundError as exc:
         ap.error(str(exc))
     if table.empty:
         print("warning: no points found; building an empty report", file=sys.stderr)
-    index = build(table, args.out)
+    if baseline is not None and baseline.empty:
+        print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
+    index = build(table, args.out, baseline=baseline, tolerance=args.tolerance)
     print(index.resolve())
     return 0
 

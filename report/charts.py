@@ -6,8 +6,10 @@ client-side by vegaEmbed from the JSON spec embedded in the page.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,9 @@ PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#0
 
 NO_DATA = "no successful points"
 WIDTH, HEIGHT = 560, 300
+# A chart draws at most this many series (lines or bar groups); beyond that it is unreadable, and the
+# page would grow with the sweep. The table downloads keep everything.
+MAX_SERIES = 12
 
 
 @dataclass
@@ -52,6 +57,42 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return str(value)
+
+
+def anchor(*parts: object) -> str:
+    """Stable HTML id fragment from names: a readable slug plus a short hash, so distinct names never collide."""
+    raw = "\x1f".join(map(str, parts))
+    slug = re.sub(r"[^a-z0-9]+", "-", raw.lower()).strip("-")[:48]
+    digest = hashlib.sha1(raw.encode()).hexdigest()[:6]
+    return f"{slug}-{digest}" if slug else digest
+
+
+def limit_series(data: pd.DataFrame, value: str, keys: list[str], within: list[str] | None = None,
+                 higher: bool = True, k: int = MAX_SERIES) -> tuple[pd.DataFrame, int, int]:
+    """Keep at most ``k`` series per ``within`` group: the best and the worst halves by each series' best
+    ``value`` (max if ``higher``), so the chart still shows the whole range. Returns (data, shown, total)."""
+    within = within or []
+    score = data.groupby(keys, dropna=False, sort=False)[value].agg("max" if higher else "min").rename("_score")
+    score = score.reset_index()
+    total = len(score)
+    if total <= k and not within:
+        return data, total, total
+
+    def pick(g: pd.DataFrame) -> pd.DataFrame:
+        g = g.sort_values("_score", ascending=not higher, kind="stable")
+        return g if len(g) <= k else pd.concat([g.head(k - k // 2), g.tail(k // 2)])
+
+    kept = pd.concat([pick(g) for _, g in score.groupby(within, dropna=False, sort=False)]) if within else pick(score)
+    out = data.merge(kept[keys], on=keys, how="inner")
+    return out, len(kept), total
+
+
+def series_note(shown: int, total: int, higher: bool = True) -> str:
+    if shown >= total:
+        return ""
+    best = "highest" if higher else "lowest"
+    return (f" {shown} of {total} series drawn (those with the {best} and the {'lowest' if higher else 'highest'} "
+            f"values); all are in data/results.csv.")
 
 
 def empty_chart(chart_id: str, title: str, reason: str = NO_DATA) -> Chart:

@@ -9,7 +9,8 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 
 def check_pages(paths: list[Path], shots: Path) -> None:
-    """Every chart has an SVG or canvas and an export menu; no console errors, dialogs or network requests."""
+    """Every chart has an SVG or canvas and an export menu; no console errors or warnings (Vega-Lite warns
+    about specs it has to patch up, e.g. conflicting legends), no dialogs and no network requests."""
     from playwright import sync_api
 
     with sync_api.sync_playwright() as pw:
@@ -18,7 +19,7 @@ def check_pages(paths: list[Path], shots: Path) -> None:
             for path in paths:
                 page = browser.new_page(viewport={"width": 1200, "height": 900})
                 errors, requests, dialogs = [], [], []
-                page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+                page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
                 page.on("pageerror", lambda e: errors.append(str(e)))
                 page.on("request", lambda r: requests.append(r.url))
                 page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))

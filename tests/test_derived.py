@@ -33,3 +33,31 @@ def test_scaling_efficiency_and_speedup_hand_computed():
 def test_empty_table():
     t = add_derived(pd.DataFrame(columns=["point_id", "status"]))
     assert "scaling_efficiency" in t and t.empty
+
+
+def _timed(cards, scaling, latency_s, batch=8, hardware="a100"):
+    """A row whose throughput comes from jobs.metrics the way a real point's does."""
+    from jobs.metrics import inference_repeat
+
+    job_batch = batch * cards if scaling == "weak" else batch   # strong: batch_size is the job's batch
+    x = inference_repeat(batch=job_batch, input_tokens=8, output_tokens=8, latency_s=latency_s,
+                         ttft_s=latency_s / 2)["throughput_out_tok_s"]
+    return {**_row(hardware, cards, x), "batch_size": batch, "scaling": scaling}
+
+
+def test_strong_and_weak_scaling_hand_computed_and_kept_apart():
+    t = add_derived(pd.DataFrame([
+        _timed(1, "strong", 2.0), _timed(2, "strong", 1.25), _timed(4, "strong", 0.8),
+        _timed(1, "weak", 1.0), _timed(2, "weak", 1.25), _timed(4, "weak", 2.0),
+        _timed(2, "strong", 1.0, hardware="h100"), _timed(1, "weak", 1.0, hardware="h100"),
+    ]))
+    eff = dict(zip(zip(t.hardware, t.scaling, t.cards), t.scaling_efficiency))
+    # strong, fixed total work: T(1) / (N T(N))
+    assert eff[("a100", "strong", 2)] == pytest.approx(2.0 / (2 * 1.25))   # 0.8
+    assert eff[("a100", "strong", 4)] == pytest.approx(2.0 / (4 * 0.8))    # 0.625
+    # weak, fixed work per card: X(N) / (N X(1)), which is T(1) / T(N)
+    assert eff[("a100", "weak", 2)] == pytest.approx(1.0 / 1.25)            # 0.8
+    assert eff[("a100", "weak", 4)] == pytest.approx(1.0 / 2.0)             # 0.5
+    assert eff[("a100", "strong", 1)] == eff[("a100", "weak", 1)] == 1.0
+    # a strong point is never compared with a weak 1-card point
+    assert math.isnan(eff[("h100", "strong", 2)])

@@ -14,6 +14,7 @@ import pytest
 from report.build import build, find_inputs, load, main
 from report.charts import embed_json
 from report.pages import discover
+from report.pages.inference import throughput_id
 from tests.browser import CHROMIUM, check_pages
 
 EVIL_MODEL = "<script>alert(1)</script>"
@@ -100,10 +101,10 @@ def test_build_writes_site(table, tmp_path):
         assert 'src="/' not in text and 'href="/' not in text, p      # works from any sub-path
 
     inference = (site / "inference.html").read_text()
-    # throughput + scaling per hardware (2 x 2), TTFT, ITL, tokens/J, roofline
-    assert inference.count('class="vega-chart"') == 8
-    assert "Throughput vs batch size" in inference and "Scaling efficiency vs cards" in inference
-    assert "weak scaling" in inference
+    # throughput per hardware (2), TTFT, ITL, tokens/J, roofline; scaling is on its own page
+    assert inference.count('class="vega-chart"') == 6
+    assert "Throughput vs batch size" in inference and 'href="scaling.html"' in inference
+    assert 'id="scaling-' not in inference
     assert "best: " in inference and "tok/s on h100" in inference
     assert inference.count('src="assets/vega.js"') == 1
     for cid in ("lat-ttft", "lat-itl", "energy-0", "roofline-0"):
@@ -116,9 +117,9 @@ def test_build_writes_site(table, tmp_path):
     # one fixture point matches a published configuration: overlay, attribution and comparison table
     specs = {m[0]: json.loads(m[1]) for m in re.findall(
         r'<script type="application/json" id="([^"]+)-spec">(.*?)</script>', inference, re.DOTALL)}
-    h100_spec = json.dumps(specs["tput-1"], separators=(",", ":"))
+    h100_spec = json.dumps(specs[throughput_id("h100")], separators=(",", ":"))
     assert "published: LLM-Inference-Bench (vllm)" in h100_spec and '"filled":false' in h100_spec
-    assert "published: LLM-Inference-Bench" not in json.dumps(specs["tput-0"])   # cpu: nothing to overlay
+    assert "published: LLM-Inference-Bench" not in json.dumps(specs[throughput_id("cpu")])   # cpu: nothing to overlay
     assert inference.count(html.escape(ATTRIBUTION)) >= 2 or inference.count(ATTRIBUTION) >= 2
     assert "Published reference rows matching this sweep" in inference and "throughput_total_tok_s" in inference
     assert NO_MATCH not in inference
@@ -166,12 +167,16 @@ def test_embed_json_cannot_close_script():
 def test_empty_and_all_failed(table, tmp_path):
     site = build(pd.DataFrame(), tmp_path / "empty").parent
     assert "no successful points" in (site / "inference.html").read_text()
+    assert "no successful points" in (site / "scaling.html").read_text()
+    assert "No successful points yet." in (site / "index.html").read_text()
     assert (site / "failures.html").is_file()
 
     failed = table.assign(status="failed", throughput_out_tok_s=math.nan, scaling_efficiency=math.nan)
     site = build(failed, tmp_path / "failed").parent
     inference = (site / "inference.html").read_text()
     assert "no successful points" in inference and 'class="vega-chart"' not in inference
+    assert 'class="vega-chart"' not in (site / "scaling.html").read_text()
+    assert "No successful points yet." in (site / "index.html").read_text()
     assert (site / "failures.html").read_text().count('class="failure"') == len(table)
 
 
@@ -196,7 +201,7 @@ def test_cli_finds_inputs(table, tmp_path, capsys):
 
 def test_page_registry():
     slugs = [p.slug for p in discover()]
-    assert slugs[0] == "index" and {"inference", "failures", "speedup", "data"} <= set(slugs)
+    assert slugs[0] == "index" and {"inference", "scaling", "failures", "speedup", "data", "baseline"} <= set(slugs)
 
 
 @pytest.mark.slow
@@ -204,7 +209,11 @@ def test_page_registry():
 def test_pages_render_in_browser(table, tmp_path):
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     sites = [build(table, tmp_path / "site").parent, build(pd.DataFrame(), tmp_path / "empty").parent,
-             build(_pair_table(), tmp_path / "pairs").parent]   # draws the speedup chart too
+             build(_pair_table(), tmp_path / "pairs").parent,   # draws the speedup chart too
+             # strong + weak scaling charts, and the Baseline page with regressions marked on the overview
+             build(_scaling_table(), tmp_path / "scaling", baseline=_scaling_table().assign(
+                 throughput_out_tok_s=lambda t: t.throughput_out_tok_s * 1.1)).parent]
+    assert {"scaling.html", "baseline.html"} <= {p.name for p in _pages(sites[-1])}
     shots = tmp_path / "screenshots"
     shots.mkdir()
     paths = [p for site in sites for p in _pages(site)]
@@ -229,13 +238,15 @@ def _pair_table() -> pd.DataFrame:
 
 
 def test_speedup_page_with_pair(tmp_path):
+    from report.pages.speedup import chart_id as speedup_id
+
     pairs = _pair_table()
     assert pairs.loc[pairs.hardware.eq("h100"), "speedup_vs_previous"].tolist() == [4.0, 4.0]
     site = build(pairs, tmp_path / "site").parent
     text = (site / "speedup.html").read_text()
     assert text.count('class="vega-chart"') == 1 and "Generation speedup — nvidia-test" in text
     assert NO_PAIRS not in text
-    spec = json.loads(re.search(r'id="speedup-0-spec">(.*?)</script>', text, re.S).group(1))
+    spec = json.loads(re.search(rf'id="{speedup_id("nvidia-test")}-spec">(.*?)</script>', text, re.S).group(1))
     values = spec["layer"][0]["data"]["values"]
     assert {v["pair"] for v in values} == {"a100 → h100"}
     assert all(v["speedup"] == 4.0 and v["tput"] == 4 * v["tput_prev"] for v in values)
@@ -284,3 +295,176 @@ def test_publish(table, tmp_path, capsys):
         publish_main([str(bare), str(tmp_path / "out")])
     assert exc.value.code == 2 and str(bare) in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- scaling page, headline findings, baseline
+
+def _scaling_table() -> pd.DataFrame:
+    """Strong and weak scaling of one point, latencies chosen so the efficiencies are round, plus a second workload."""
+    from analysis.derived import add_derived
+
+    rows = []
+    # strong (job batch 8): T(1)=1, T(2)=0.625, T(4)=0.4 -> 0.8, 0.625; weak (8 per card): T(N)=1, 1.25, 1 -> 0.8, 1.0
+    for scaling, lat in (("strong", {1: 1.0, 2: 0.625, 4: 0.4}), ("weak", {1: 1.0, 2: 1.25, 4: 1.0})):
+        for cards, t in lat.items():
+            r = _point(hardware="h100", model="tiny-llama", precision="fp32", cards=cards, batch_size=8,
+                       scaling=scaling)
+            job_batch = 8 if scaling == "strong" else 8 * cards
+            r.update(throughput_out_tok_s=job_batch * 32 / t, latency_s=t, point_id=f"{r['point_id']}-{scaling}")
+            rows.append(r)
+    for cards, x in ((1, 100.0), (2, 180.0)):
+        r = _point(workload="finetune", hardware="h100", model="tiny-llama", precision="bf16", cards=cards,
+                   batch_size=4)
+        r.update(throughput_out_tok_s=x, point_id=f"ft-{cards}")
+        rows.append(r)
+    return add_derived(pd.DataFrame(rows))
+
+
+def _specs(text: str) -> dict[str, dict]:
+    return {m[0]: json.loads(m[1]) for m in re.findall(
+        r'<script type="application/json" id="([^"]+)-spec">(.*?)</script>', text, re.DOTALL)}
+
+
+def _values(spec: dict) -> list[dict]:
+    """The chart's point rows (the reference-line layers carry their own small data)."""
+    return [v for part in [spec, *spec["layer"]] for v in part.get("data", {}).get("values", []) if "cards" in v]
+
+
+def _check_links(site: Path, html_text: str) -> list[str]:
+    """Every 'page.html#id' link of a page points at an element that exists."""
+    links = re.findall(r'href="([a-z_]+\.html)#([^"]+)"', html_text)
+    for page, anchor_id in links:
+        assert f'id="{anchor_id}"' in (site / page).read_text(), (page, anchor_id)
+    return [f"{p}#{a}" for p, a in links]
+
+
+def test_scaling_page_keeps_strong_and_weak_apart(tmp_path):
+    from report.charts import PALETTE
+    from report.pages.scaling import chart_id
+
+    site = build(_scaling_table(), tmp_path / "site").parent
+    text = (site / "scaling.html").read_text()
+    assert text.index('<h2 id="strong">') < text.index('<h2 id="weak">')
+    specs = _specs(text)
+    strong, weak, ft = (chart_id(kind, wl, "h100", "tiny-llama")
+                        for kind, wl in (("strong", "inference"), ("weak", "inference"), ("weak", "finetune")))
+    assert set(specs) == {strong, weak, ft}
+    got = {k: {(v["cards"], round(v["eff"], 9)) for v in _values(specs[k])} for k in specs}
+    assert got[strong] == {(1, 1.0), (2, 0.8), (4, 0.625)}
+    assert got[weak] == {(1, 1.0), (2, 0.8), (4, 1.0)}
+    assert got[ft] == {(1, 1.0), (2, 0.9)}
+    spec = json.dumps(specs[strong], ensure_ascii=False)
+    assert '"strokeDash": [6, 4]' in spec and '"y": 0.8' in spec and '"y": 1.0' in spec    # 0.8 dashed, ideal solid
+    assert "Cards (accelerators, count)" in spec and "T(1) / (N·T(N)) (ratio, 1 = ideal)" in spec
+    assert json.dumps(PALETTE) in spec
+    assert "Strong scaling — inference · h100 · tiny-llama" in text
+    assert "at 4 cards: best 0.625 (fp32 · 32x32 · batch 8); 0 of 1 series at or above 0.8." in text
+    assert "at 4 cards: best 1 (fp32 · 32x32 · batch 8); 1 of 1 series at or above 0.8." in text
+
+    index = (site / "index.html").read_text()
+    assert "Best strong scaling efficiency at the largest card count (4 cards): 0.625" in index
+    assert "Best weak scaling efficiency at the largest card count (4 cards): 1 " in index
+    assert "Fastest finetune configuration: 180 tokens/s" in index
+    assert f"scaling.html#{strong}" in _check_links(site, index)
+
+
+def test_scaling_page_says_when_there_is_no_multi_card_data(table, tmp_path):
+    from report.pages.scaling import NO_MULTI
+
+    site = build(table[table.cards.eq(1)], tmp_path / "one").parent
+    assert NO_MULTI in (site / "scaling.html").read_text()
+    assert "No scaling efficiency" in (site / "index.html").read_text()
+    # the fixture: weak scaling on 2 hardware x 2 models
+    text = (build(table, tmp_path / "site").parent / "scaling.html").read_text()
+    assert text.count('class="vega-chart"') == 4 and '<h2 id="weak">' in text and 'id="strong"' not in text
+
+
+def test_headline_findings_link_to_their_charts(table, tmp_path):
+    site = build(table, tmp_path / "site").parent
+    index = (site / "index.html").read_text()
+    assert "Fastest inference configuration: 6,400 tokens/s median output throughput (h100 · llama-3-8b · bf16 · " \
+           "1 card · batch 16 · 128x128 · weak)." in index
+    links = _check_links(site, index)
+    assert f"inference.html#{throughput_id('h100')}" in links and any(x.startswith("scaling.html#") for x in links)
+    assert "No generation speedup" in index
+    pair_site = build(_pair_table(), tmp_path / "pairs").parent
+    pair_index = (pair_site / "index.html").read_text()
+    assert "Biggest generation speedup: 4× (a100 → h100, tiny-llama · fp32 · 1 card · 32x32 · batch 1)." in pair_index
+    assert any(x.startswith("speedup.html#") for x in _check_links(pair_site, pair_index))
+
+
+def test_overview_degenerate_tables_and_versions(table, tmp_path):
+    one = table[table.point_id.eq("cpu-tiny-llama-fp32-c1-b1")]
+    index = (build(one, tmp_path / "one").parent / "index.html").read_text()
+    assert "Fastest inference configuration: 100 tokens/s" in index
+    assert "No scaling efficiency" in index and "No generation speedup" in index
+    # hardware and software covered, from the provenance columns analysis.aggregate flattens
+    assert "<th>torch</th><th>transformers</th>" in index and "<th>device</th>" in index
+    bare = one.drop(columns=["device_name", "torch_version", "transformers_version", "git_commit"])
+    bare_index = (build(bare, tmp_path / "bare").parent / "index.html").read_text()
+    assert "no device or software versions recorded" in bare_index
+    assert "No successful points yet." in (build(one.assign(status="failed"), tmp_path / "f").parent
+                                            / "index.html").read_text()
+
+
+def _baseline_of(table: pd.DataFrame) -> pd.DataFrame:
+    """The fixture as an older run: one point 25% faster then, one with twice the latency, the oom point ok."""
+    base = table.copy()
+    faster = base.point_id.eq(f"h100-{EVIL_MODEL}-fp32-c2-b4")
+    base.loc[faster, "throughput_out_tok_s"] /= 0.8                      # now -20%: regression
+    slower = base.point_id.eq("cpu-tiny-llama-fp32-c1-b1")
+    base.loc[slower, "latency_s"] *= 2                                    # now -50%: improvement
+    oom = base.status.eq("oom")
+    base.loc[oom, ["status", "throughput_out_tok_s", "latency_s"]] = ["ok", 100.0, 1.0]   # now oom: regression
+    return base
+
+
+def test_baseline_page(table, tmp_path):
+    site = build(table, tmp_path / "site", baseline=_baseline_of(table), tolerance=0.05).parent
+    text = (site / "baseline.html").read_text()
+    assert EVIL_MODEL not in text and html.escape(EVIL_MODEL) in text
+    for p in _pages(site):
+        assert 'href="baseline.html"' in p.read_text(), p   # in the navigation of every page
+    n = int(table.point_id.notna().sum())
+    assert f"2 regressions and 1 improvement beyond ±5% over {n} matched points" in text
+    assert (text.index('id="status-changes"') < text.index('id="regressions"') < text.index('id="improvements"')
+            < text.index('id="within"'))
+    reg = text[text.index('id="regressions"'):text.index('id="improvements"')]
+    assert reg.count('class="verdict-regression"') == 1 and "<code>throughput_out_tok_s</code>" in reg
+    assert "-20.0%" in reg and "higher is better" in reg and "tokens/s" in reg
+    imp = text[text.index('id="improvements"'):text.index('id="within"')]
+    assert "<code>latency_s</code>" in imp and "-50.0%" in imp and "lower is better" in imp
+    st = text[text.index('id="status-changes"'):text.index('id="regressions"')]
+    assert "<td>ok</td><td>oom</td>" in st.replace("\n", "")
+    comparison = pd.read_csv(site / "data" / "baseline_comparison.csv")
+    assert comparison.verdict.value_counts().to_dict()["regression"] == 1
+
+    index = (site / "index.html").read_text()
+    assert "Against the baseline:" in index and "Regressions against the baseline" in index
+    assert index.count(">1 regression</a>") == 2   # the slower point and the point that is now oom
+    assert "baseline.html#regressions" in _check_links(site, index)
+
+    plain = build(table, tmp_path / "plain").parent
+    assert not (plain / "baseline.html").exists() and "baseline.html" not in (plain / "index.html").read_text()
+    other = build(table, tmp_path / "other", baseline=table.assign(point_id="x" + table.point_id)).parent
+    assert "matches none of the" in (other / "baseline.html").read_text()
+    assert "matches none of the" in (other / "index.html").read_text()
+
+
+def test_cli_baseline(table, tmp_path, capsys):
+    (tmp_path / "cur").mkdir()
+    (tmp_path / "base").mkdir()
+    table.to_parquet(tmp_path / "cur" / "results.parquet")
+    _baseline_of(table).to_parquet(tmp_path / "base" / "results.parquet")
+    out = tmp_path / "site"
+    assert main([str(tmp_path / "cur"), "--out", str(out), "--baseline", str(tmp_path / "base"),
+                 "--tolerance", "0.3"]) == 0
+    text = (out / "baseline.html").read_text()
+    assert "beyond ±30%" in text and "1 regression and 1 improvement" in text   # -20% is within ±30%
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0 and "--tolerance" in capsys.readouterr().out
+    for bad in (["--tolerance", "-1"], ["--baseline", str(tmp_path / "missing")]):
+        with pytest.raises(SystemExit) as exc:
+            main([str(tmp_path / "cur"), "--out", str(out), *bad])
+        assert exc.value.code == 2

@@ -2,7 +2,8 @@
 
 To add a workload (quantization, fine-tuning, super-resolution, ...) drop in one module here
 plus one template in ``report/templates/``; nothing else needs to change. Modules are found
-by :func:`discover` with pkgutil, sorted by ``Page.order``.
+by :func:`discover` with pkgutil, sorted by ``Page.order``. When report.build has a baseline, it passes
+the analysis.compare.Comparison to every page's ``baseline`` hook (None otherwise).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from analysis.compare import Comparison
 from report.charts import Chart
 
 
@@ -28,6 +30,14 @@ def _always(table: pd.DataFrame) -> bool:
     return True
 
 
+def _no_baseline(table: pd.DataFrame, comparison: Comparison | None) -> dict[str, Any]:
+    return {}
+
+
+# Tables on a page list at most this many rows; the data/ downloads hold every point.
+MAX_ROWS = 200
+
+
 @dataclass
 class Page:
     slug: str                      # output file is <slug>.html at the site root ("index" for the overview)
@@ -37,6 +47,9 @@ class Page:
     charts: Callable[[pd.DataFrame], list[Chart]] = field(default=_no_charts)
     applies: Callable[[pd.DataFrame], bool] = field(default=_always)  # build this page for this table?
     order: int = 50
+    # Extra context from the --baseline comparison (None without one); needs_baseline: only built with one.
+    baseline: Callable[[pd.DataFrame, Comparison | None], dict[str, Any]] = field(default=_no_baseline)
+    needs_baseline: bool = False
 
     @property
     def filename(self) -> str:

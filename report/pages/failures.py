@@ -1,4 +1,5 @@
-"""failures.html: every point whose status is not ok, with its error, log tail and rerun command."""
+"""failures.html: points whose status is not ok, counted by status and error type, then the first MAX_FAILURES
+with their error, log tail and rerun command (all of them are in the data/ downloads)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,6 +8,7 @@ import pandas as pd
 
 from report.pages import Page, label
 
+MAX_FAILURES = 50  # each carries a log tail of up to 40 lines
 FIELDS = ("point_id", "sweep", "hardware", "model", "precision", "cards", "batch_size", "shape")
 
 
@@ -18,10 +20,12 @@ def _text(value: Any) -> str | None:
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
     if table.empty or "status" not in table:
-        return {"failures": []}
+        return {"failures": [], "n_failures": 0, "kinds": []}
     bad = table[~table["status"].eq("ok")]
+    kinds = (bad.assign(error_type=bad["error_type"].fillna("—") if "error_type" in bad else "—")
+             .groupby(["status", "error_type"]).size().sort_values(ascending=False))
     failures = []
-    for _, r in bad.iterrows():
+    for _, r in bad.head(MAX_FAILURES).iterrows():
         failures.append({
             "status": _text(r.get("status")) or "unknown",
             "title": label(bad.loc[[r.name]], list(f for f in FIELDS[2:] if f in bad)).iloc[0],
@@ -29,7 +33,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             "error_type": _text(r.get("error_type")), "error_message": _text(r.get("error_message")),
             "log_tail": _text(r.get("log_tail")), "rerun_command": _text(r.get("rerun_command")),
         })
-    return {"failures": failures}
+    return {"failures": failures, "n_failures": len(bad),
+            "kinds": [{"status": s, "error_type": e, "n": int(n)} for (s, e), n in kinds.items()]}
 
 
 PAGE = Page(slug="failures", title="Failures", template="failures.html", context=context, order=90)

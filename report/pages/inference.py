@@ -1,5 +1,5 @@
 """inference.html: throughput vs batch size (with published reference points where a configuration matches),
-scaling efficiency vs cards, TTFT / ITL vs sequence length, tokens per joule and roofline fractions."""
+TTFT / ITL vs sequence length, tokens per joule and roofline fractions. Scaling is on scaling.html."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +9,8 @@ import altair as alt
 import pandas as pd
 
 from analysis import references
-from report.charts import HEIGHT, NO_DATA, WIDTH, Chart, base_config, color, empty_chart, fmt_num, records, to_spec
+from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, limit_series,
+                           records, series_note, to_spec)
 from report.pages import Page, label, rows_for, workload_page_applies
 
 WORKLOAD = "inference"
@@ -30,10 +31,6 @@ def _hardware_list(table: pd.DataFrame) -> list[str]:
     return sorted(map(str, table["hardware"].dropna().unique()))
 
 
-def _stat(g: pd.DataFrame, name: str, how: str) -> float:
-    return float(getattr(g[name], how)()) if name in g and g[name].notna().any() else float("nan")
-
-
 @functools.lru_cache(maxsize=1)
 def _published_cached() -> pd.DataFrame:
     return references.load_published()
@@ -51,34 +48,41 @@ def published_matches(table: pd.DataFrame) -> pd.DataFrame:
         return published().iloc[0:0]
 
 
+def throughput_id(hardware: str) -> str:
+    """Anchor of the throughput chart of one hardware (the overview links to it)."""
+    return f"tput-{anchor(hardware)}"
+
+
 def throughput_charts(table: pd.DataFrame) -> list[Chart]:
     title = "Output throughput vs batch size"
     ok = _ok(table, ["hardware", TPUT, "batch_size"])
     pub_all = published_matches(table)
     hardware = _hardware_list(table)
     if not hardware:
-        return [empty_chart("tput-0", title)]
-    # Series = model × precision × cards × shape, plus engine when several engines were swept.
-    fields = [f for f in SERIES if f in ok] + (["engine"] if "engine" in ok and ok["engine"].nunique() > 1 else [])
+        return [empty_chart("tput-none", title)]
+    # Series = model × precision × cards × shape, plus engine / scaling mode when several were swept
+    # (weak and strong points with the same batch_size are different jobs).
+    fields = [f for f in SERIES if f in ok] + [f for f in ("engine", "scaling") if f in ok and ok[f].nunique() > 1]
     charts = []
-    for i, hw in enumerate(hardware):
+    for hw in hardware:
         t = f"{title} — {hw}"
         sub = ok[ok["hardware"].astype(str).eq(hw)]
         if sub.empty:
-            charts.append(empty_chart(f"tput-{i}", t))
+            charts.append(empty_chart(throughput_id(hw), t))
             continue
-        rows = []
-        for key, g in sub.groupby([*fields, "batch_size"], dropna=False, sort=True):
-            row = dict(zip([*fields, "batch_size"], key))
-            # Normally one point per key; if several sweeps measured it, take their median (and widest band).
-            row.update(tput=float(g[TPUT].median()), p10=_stat(g, f"{TPUT}_p10", "min"),
-                       p90=_stat(g, f"{TPUT}_p90", "max"), points=len(g))
-            rows.append(row)
-        data = pd.DataFrame(rows)
+        # Normally one point per key; if several sweeps measured it, take their median (and widest band).
+        sub = sub.assign(**{c: pd.to_numeric(sub[c], errors="coerce") if c in sub else float("nan")
+                            for c in (TPUT, f"{TPUT}_p10", f"{TPUT}_p90")})
+        data = sub.groupby([*fields, "batch_size"], dropna=False, sort=True).agg(
+            tput=(TPUT, "median"), p10=(f"{TPUT}_p10", "min"), p90=(f"{TPUT}_p90", "max"),
+            points=(TPUT, "size")).reset_index()
         data["series"] = label(data, fields)
         data["model"] = data["model"].astype(str) if "model" in data else "(model not recorded)"
         keep = ["model", "series", "batch_size", "tput", "p10", "p90", "points"]
         data = data[[c for c in keep if c in data]]
+        best = data.loc[data["tput"].idxmax()]
+        n_points = len(data)
+        data, shown, total = limit_series(data, "tput", ["series"])
 
         x = alt.X("batch_size:Q", title="Batch size (sequences per generate call, log₂ scale)",
                   scale=alt.Scale(type="log", base=2),
@@ -88,7 +92,7 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                    alt.Tooltip("tput:Q", title="median tok/s", format=",.4~g"),
                    alt.Tooltip("p10:Q", title="p10 tok/s", format=",.4~g"),
                    alt.Tooltip("p90:Q", title="p90 tok/s", format=",.4~g")]
-        base = alt.Chart(alt.Data(values=records(data)))
+        base = alt.Chart()   # the layers inherit the values from alt.layer below, embedded once
         lines = base.mark_line(point=alt.OverlayMarkDef(size=50, filled=True)).encode(
             x=x, y=y, color=color("model", "model"), detail="series:N", tooltip=tooltip)
         band = base.mark_rule(opacity=0.5).encode(x=x, y="p10:Q", y2="p90:Q", color=color("model", "model"),
@@ -114,84 +118,14 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                          alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
                          alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")]))
             subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
-        chart = base_config(alt.layer(*layers).properties(
+        chart = base_config(alt.layer(*layers, data=alt.Data(values=records(data))).properties(
             width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle)))
-        best = data.loc[data["tput"].idxmax()]
         summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series'].replace(' · ', ' ')}"
-                   f" at batch {int(best['batch_size'])}; {data['series'].nunique()} series, {len(data)} points.")
+                   f" at batch {int(best['batch_size'])}; {total} series, {n_points} points."
+                   + series_note(shown, total))
         if len(pub):
             summary += f" {len(pub)} published reference point{'s' if len(pub) != 1 else ''} overlaid."
-        charts.append(Chart(f"tput-{i}", t, summary, to_spec(chart)))
-    return charts
-
-
-def _scaling_title(modes: list[str]) -> str:
-    if not modes:
-        return "scaling mode not recorded"
-    if modes == ["strong"]:
-        return "strong scaling: total batch fixed as cards grow"
-    if modes == ["weak"]:
-        return "weak scaling: batch per card fixed as cards grow"
-    return " and ".join(modes) + " scaling (line style shows which)"
-
-
-def scaling_charts(table: pd.DataFrame) -> list[Chart]:
-    title = "Scaling efficiency vs cards"
-    hardware = _hardware_list(table)
-    if not hardware:
-        return [empty_chart("scaling-0", title)]
-    ok = _ok(table, ["hardware", "cards", "scaling_efficiency"])
-    fields = [f for f in ("model", "precision", "batch_size", "shape", "scaling", "engine")
-              if f in ok and (f not in ("scaling", "engine") or ok[f].nunique() > 1)]
-    charts = []
-    for i, hw in enumerate(hardware):
-        sub = ok[ok["hardware"].astype(str).eq(hw)]
-        modes = sorted(map(str, sub["scaling"].dropna().unique())) if "scaling" in sub else []
-        t = f"{title} — {hw} ({_scaling_title(modes)})"
-        if sub.empty:
-            reason = NO_DATA if _ok(table[table["hardware"].astype(str).eq(hw)], ["hardware"]).empty \
-                else "no successful points with a 1-card baseline"
-            charts.append(empty_chart(f"scaling-{i}", f"{title} — {hw}", reason))
-            continue
-        data = sub[[c for c in ["cards", "scaling_efficiency", TPUT, *fields] if c in sub]].copy()
-        data["series"] = label(data, fields)
-        data["model_precision"] = label(data, [f for f in ("model", "precision") if f in data])
-        data["scaling"] = sub["scaling"].astype(str) if "scaling" in sub else "unknown"
-        data = data.rename(columns={"scaling_efficiency": "eff", TPUT: "tput"})
-        data = data[[c for c in ("cards", "eff", "tput", "series", "model_precision", "scaling") if c in data]]
-
-        x = alt.X("cards:Q", title="Cards (accelerators)", scale=alt.Scale(domainMin=1, nice=False),
-                  axis=alt.Axis(values=sorted(int(c) for c in data["cards"].unique()), format="d"))
-        y = alt.Y("eff:Q", title="Scaling efficiency, X(N) / (N·X(1)) (ratio, 1 = ideal)",
-                  scale=alt.Scale(domainMin=0))
-        enc: dict[str, Any] = dict(x=x, y=y, color=color("model_precision", "model · precision"),
-                                   detail="series:N",
-                                   tooltip=[alt.Tooltip("series:N"), alt.Tooltip("cards:Q"),
-                                            alt.Tooltip("eff:Q", title="efficiency", format=".3f"),
-                                            alt.Tooltip("tput:Q", title="median tok/s", format=",.4~g")])
-        if len(modes) > 1:
-            enc["strokeDash"] = alt.StrokeDash("scaling:N", title="scaling")
-        lines = alt.Chart(alt.Data(values=records(data))).mark_line(
-            point=alt.OverlayMarkDef(size=50, filled=True)).encode(**enc)
-        refs = alt.Data(values=[{"y": 1.0, "label": "ideal (1.0)", "dash": False},
-                                {"y": 0.8, "label": "0.8", "dash": True}])
-        ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(
-            y="y:Q")
-        good = alt.Chart(refs).transform_filter("datum.dash").mark_rule(
-            color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y="y:Q")
-        labels = alt.Chart(refs).mark_text(align="left", dx=4, dy=-6, color="#555").encode(
-            x=alt.value(0), y="y:Q", text="label:N")
-        chart = base_config(alt.layer(ideal, good, labels, lines).properties(
-            width=WIDTH, height=HEIGHT,
-            title=alt.Title(t, subtitle="solid line: ideal 1.0; dashed: 0.8; baseline is the same point on 1 card")))
-        top = data["cards"].max()
-        at = data[data["cards"].eq(top)]
-        b, w = at.loc[at["eff"].idxmax()], at.loc[at["eff"].idxmin()]
-        n_good = int((at["eff"] >= 0.8).sum())
-        summary = (f"at {int(top)} card{'s' if top != 1 else ''}: best {fmt_num(b['eff'])} ({b['series']})"
-                   + (f", worst {fmt_num(w['eff'])} ({w['series']})" if len(at) > 1 else "")
-                   + f"; {n_good} of {len(at)} series at or above 0.8.")
-        charts.append(Chart(f"scaling-{i}", t, summary, to_spec(chart)))
+        charts.append(Chart(throughput_id(hw), t, summary, to_spec(chart)))
     return charts
 
 
@@ -206,12 +140,8 @@ def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]
     if ok.empty:
         return ok
     fields = [f for f in series if f in ok and f != x]
-    rows = []
-    for key, g in ok.groupby(["hardware", *fields, x], dropna=False, sort=True):
-        row = dict(zip(["hardware", *fields, x], key))
-        row["value"] = float(g[metric].median())
-        rows.append(row)
-    data = pd.DataFrame(rows)
+    ok = ok.assign(value=pd.to_numeric(ok[metric], errors="coerce"))
+    data = ok.groupby(["hardware", *fields, x], dropna=False, sort=True)["value"].median().reset_index()
     data["series"] = label(data, fields)
     data["model"] = data["model"].astype(str) if "model" in data else "(model not recorded)"
     data["hardware"] = data["hardware"].astype(str)
@@ -219,7 +149,9 @@ def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]
 
 
 def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict | None = None,
-             title: str = "", subtitle: str = "") -> dict[str, Any]:
+             title: str = "", subtitle: str = "", higher: bool = True) -> tuple[dict[str, Any], str]:
+    """One panel per hardware; returns the spec and a note when series were left out (see limit_series)."""
+    data, shown, total = limit_series(data, "value", ["hardware", "series"], within=["hardware"], higher=higher)
     n = data["hardware"].nunique()
     w = WIDTH if n == 1 else max(240, WIDTH // min(n, 2))
     enc: dict[str, Any] = dict(x=x, y=y, color=color("model", "model"), detail="series:N", tooltip=tooltip,
@@ -228,7 +160,7 @@ def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict 
         point=alt.OverlayMarkDef(size=50, filled=True)).encode(**enc).properties(width=w, height=220).facet(
         facet=alt.Facet("hardware:N", title="hardware"), columns=2).properties(
         title=alt.Title(title, subtitle=subtitle))
-    return to_spec(base_config(chart))
+    return to_spec(base_config(chart)), series_note(shown, total, higher)
 
 
 def _log2_axis(field: str, title: str, values: pd.Series) -> alt.X:
@@ -250,13 +182,13 @@ def latency_charts(table: pd.DataFrame) -> list[Chart]:
             continue
         tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip(f"{x}:Q", title=x),
                    alt.Tooltip("value:Q", title=f"median {metric}", format=".4~g")]
-        spec = _faceted(data, _log2_axis(x, xtitle, data[x]), alt.Y("value:Q", title=ytitle,
-                        scale=alt.Scale(zero=True)), tooltip, title=t,
-                        subtitle="one panel per hardware; one line per model × precision × cards × batch")
+        spec, note = _faceted(data, _log2_axis(x, xtitle, data[x]), alt.Y("value:Q", title=ytitle,
+                              scale=alt.Scale(zero=True)), tooltip, title=t, higher=False,
+                              subtitle="one panel per hardware; one line per model × precision × cards × batch")
         lo = data.loc[data["value"].idxmin()]
         summary = (f"lowest median {what}: {fmt_num(lo['value'])} s on {lo['hardware']} ({lo['series']}, "
                    f"{int(lo[x])} {'prompt' if x == 'input_tokens' else 'generated'} tokens); "
-                   f"{data['series'].nunique()} series on {data['hardware'].nunique()} hardware.")
+                   f"{data['series'].nunique()} series on {data['hardware'].nunique()} hardware." + note)
         out.append(Chart(cid, t, summary, spec))
     return out
 
@@ -274,13 +206,14 @@ def energy_chart(table: pd.DataFrame) -> Chart:
         return empty_chart("energy-0", t, f"no energy measured (meter: {', '.join(meters) or 'none'})")
     tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
                alt.Tooltip("value:Q", title="median tokens/J", format=".4~g")]
-    spec = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
-                                     data["batch_size"]),
-                    alt.Y("value:Q", title="Generated tokens per joule, median (tokens/J)", scale=alt.Scale(zero=True)),
-                    tooltip, title=t, subtitle="energy over the measured window, all devices of the job")
+    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
+                                           data["batch_size"]),
+                          alt.Y("value:Q", title="Generated tokens per joule, median (tokens/J)",
+                                scale=alt.Scale(zero=True)),
+                          tooltip, title=t, subtitle="energy over the measured window, all devices of the job")
     best = data.loc[data["value"].idxmax()]
     summary = (f"best: {fmt_num(best['value'])} tokens/J on {best['hardware']} ({best['series']}, batch "
-               f"{int(best['batch_size'])}).")
+               f"{int(best['batch_size'])})." + note)
     missing = _missing_hw(table, data)
     if missing:
         on = table[table["hardware"].astype(str).isin(missing)] if "energy_meter" in table else table.iloc[0:0]
@@ -305,17 +238,18 @@ def roofline_chart(table: pd.DataFrame) -> Chart:
     data = pd.concat(parts, ignore_index=True)
     tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
                alt.Tooltip("value:Q", title="fraction of peak", format=".3f")]
-    spec = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
-                                     data["batch_size"]),
-                    alt.Y("value:Q", title="Achieved / peak (fraction, 1 = peak)", scale=alt.Scale(domainMin=0)),
-                    tooltip, extra={"strokeDash": alt.StrokeDash("metric:N", title="phase: resource",
-                                                        legend=alt.Legend(symbolType="stroke", labelLimit=260))}, title=t,
-                    subtitle="solid/dashed: decode bandwidth fraction and prefill compute fraction, per card")
+    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
+                                           data["batch_size"]),
+                          alt.Y("value:Q", title="Achieved / peak (fraction, 1 = peak)", scale=alt.Scale(domainMin=0)),
+                          tooltip, title=t,
+                          extra={"strokeDash": alt.StrokeDash("metric:N", title="phase: resource",
+                                                              legend=alt.Legend(symbolType="stroke", labelLimit=260))},
+                          subtitle="solid/dashed: decode bandwidth fraction and prefill compute fraction, per card")
     parts_txt = []
     for name, g in data.groupby("metric"):
         b = g.loc[g["value"].idxmax()]
         parts_txt.append(f"{name} up to {fmt_num(b['value'])} of peak ({b['hardware']}, batch {int(b['batch_size'])})")
-    summary = "; ".join(parts_txt) + "."
+    summary = "; ".join(parts_txt) + "." + note
     missing = _missing_hw(table, data)
     if missing:
         summary += f" {', '.join(missing)}: {NO_ROOFLINE}."
@@ -358,7 +292,7 @@ def published_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 def charts(table: pd.DataFrame) -> list[Chart]:
     table = rows_for(table, WORKLOAD)
-    return (throughput_charts(table) + scaling_charts(table) + latency_charts(table)
+    return (throughput_charts(table) + latency_charts(table)
             + [energy_chart(table), roofline_chart(table)])
 
 
@@ -367,7 +301,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     n_ok = int(table["status"].eq("ok").sum()) if "status" in table else 0
     rows = published_rows(table)
     matched = {r["hardware"] for r in rows}
-    overlay_ids = [f"tput-{i}" for i, hw in enumerate(_hardware_list(table)) if hw.lower() in matched]
+    overlay_ids = [throughput_id(hw) for hw in _hardware_list(table) if hw.lower() in matched]
     return {"n_points": len(table), "n_ok": n_ok, "published_rows": rows, "overlay_ids": overlay_ids,
             "attribution": references.ATTRIBUTION}
 

@@ -7,14 +7,20 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, records, to_spec
-from report.pages import Page, label
+from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, limit_series,
+                           records, series_note, to_spec)
+from report.pages import MAX_ROWS, Page, label
 
 TPUT = "throughput_out_tok_s"
 SPEEDUP = "speedup_vs_previous"
 SERIES = ("model", "precision", "cards", "shape", "batch_size")
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
             "generations of one family (e.g. a100 and h100)")
+
+
+def chart_id(family: str) -> str:
+    """Anchor of the speedup chart of one family (the overview links to it)."""
+    return f"speedup-{anchor(family)}"
 
 
 def pairs(table: pd.DataFrame) -> pd.DataFrame:
@@ -27,7 +33,7 @@ def pairs(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok[pd.to_numeric(ok[SPEEDUP], errors="coerce").gt(0)]
     if ok.empty:
         return pd.DataFrame()
-    fields = [f for f in SERIES if f in ok]
+    fields = [f for f in SERIES if f in ok] + [f for f in ("engine", "scaling") if f in ok and ok[f].nunique() > 1]
     data = pd.DataFrame({
         "family": (ok["hardware_family"].astype(object).where(ok["hardware_family"].notna(), "(family not recorded)")
                    .astype(str) if "hardware_family" in ok else "(family not recorded)"),
@@ -43,11 +49,14 @@ def pairs(table: pd.DataFrame) -> pd.DataFrame:
 def charts(table: pd.DataFrame) -> list[Chart]:
     data = pairs(table)
     if data.empty:
-        return [empty_chart("speedup-0", "Generation speedup", NO_PAIRS)]
+        return [empty_chart("speedup-none", "Generation speedup", NO_PAIRS)]
     out = []
-    for i, (family, d) in enumerate(sorted(data.groupby("family"), key=lambda kv: kv[0])):
+    for family, d in sorted(data.groupby("family"), key=lambda kv: kv[0]):
         t = f"Generation speedup — {family}"
         d = d.sort_values(["pair", "series"])
+        best, worst = d.loc[d["speedup"].idxmax()], d.loc[d["speedup"].idxmin()]
+        n, n_pairs = len(d), d["pair"].nunique()
+        d, shown, total = limit_series(d, "speedup", ["pair", "series"], within=["pair"])
         values = records(d[["pair", "hardware", "previous", "model", "series", "speedup", "tput", "tput_prev"]])
         tooltip = [alt.Tooltip("pair:N", title="generations"), alt.Tooltip("series:N", title="point"),
                    alt.Tooltip("speedup:Q", title="speedup (×)", format=".3~g"),
@@ -62,13 +71,13 @@ def charts(table: pd.DataFrame) -> list[Chart]:
         one = alt.Chart(alt.Data(values=[{"y": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y="y:Q")
         chart = base_config(alt.layer(bars, one).properties(
             width=WIDTH, height=HEIGHT,
-            title=alt.Title(t, subtitle="one bar per model × precision × cards × shape × batch; dashed: 1× (no change)")))
-        best, worst = d.loc[d["speedup"].idxmax()], d.loc[d["speedup"].idxmin()]
-        summary = (f"{len(d)} point{'s' if len(d) != 1 else ''} over {d['pair'].nunique()} generation pair"
-                   f"{'s' if d['pair'].nunique() != 1 else ''}; best {fmt_num(best['speedup'])}× ({best['pair']}, "
+            title=alt.Title(t, subtitle="one bar per model × precision × cards × shape × batch; "
+                                        "dashed: 1× (no change)")))
+        summary = (f"{n} point{'s' if n != 1 else ''} over {n_pairs} generation pair"
+                   f"{'s' if n_pairs != 1 else ''}; best {fmt_num(best['speedup'])}× ({best['pair']}, "
                    f"{best['series']})" + (f", worst {fmt_num(worst['speedup'])}× ({worst['pair']}, {worst['series']})"
-                                           if len(d) > 1 else "") + ".")
-        out.append(Chart(f"speedup-{i}", t, summary, to_spec(chart)))
+                                           if n > 1 else "") + "." + series_note(shown, total))
+        out.append(Chart(chart_id(family), t, summary, to_spec(chart)))
     return out
 
 
@@ -76,8 +85,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     data = pairs(table)
     rows = [{"family": r["family"], "pair": r["pair"], "series": r["series"], "prev": fmt_num(r["tput_prev"]),
              "tput": fmt_num(r["tput"]), "speedup": fmt_num(r["speedup"])}
-            for _, r in data.sort_values(["family", "pair", "series"]).iterrows()] if len(data) else []
-    return {"speedup_rows": rows, "no_pairs": NO_PAIRS}
+            for _, r in data.sort_values(["family", "pair", "series"]).head(MAX_ROWS).iterrows()] if len(data) else []
+    return {"speedup_rows": rows, "no_pairs": NO_PAIRS, "n_pairs": len(data)}
 
 
 # Always built (like the other fixed pages) so the navigation is the same whatever the sweep.

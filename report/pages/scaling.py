@@ -1,0 +1,169 @@
+"""scaling.html: scaling efficiency vs cards for every workload × hardware × model, strong and weak scaling apart.
+
+The efficiency is the table's ``scaling_efficiency`` column (analysis.derived, defined in jobs.metrics); a point
+is only ever compared with the 1-card point of the same scaling mode, so the two modes are charted separately.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from analysis.derived import BASIS
+from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, limit_series,
+                           records, series_note, to_spec)
+from report.pages import Page, label
+
+EFF = "scaling_efficiency"
+GOOD = 0.8
+SERIES = ("precision", "shape", "batch_size", "engine")
+UNKNOWN = "unrecorded"
+# scaling mode -> (section title, what stays fixed as cards grow, the efficiency formula that then applies)
+KINDS = {
+    "strong": ("Strong scaling", "Total work fixed: batch_size is the job's batch, split over the cards",
+               "T(1) / (N·T(N))"),
+    "weak": ("Weak scaling", "Work per card fixed: every card runs batch_size", "X(N) / (N·X(1))"),
+}
+NO_MULTI = ("No multi-card data: every successful point ran on one card, so there is no scaling efficiency to "
+            "show. Sweep cards=1,2,4,… to get one.")
+
+
+def section_id(kind: str) -> str:
+    return kind if kind in KINDS else anchor(kind)
+
+
+def chart_id(kind: str, workload: str, hardware: str, model: str) -> str:
+    """Anchor of one scaling chart (the overview's headline findings link to it)."""
+    return f"scaling-{section_id(kind)}-{anchor(workload, hardware, model)}"
+
+
+def _text(frame: pd.DataFrame, col: str, missing: str) -> pd.Series:
+    if col not in frame:
+        return pd.Series(missing, index=frame.index)
+    return frame[col].astype(object).where(frame[col].notna(), missing).astype(str)
+
+
+def _ok(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty or "cards" not in table:
+        return table.iloc[0:0]
+    ok = table[table["status"].astype(str).eq("ok")]
+    return ok[pd.to_numeric(ok["cards"], errors="coerce").notna()]
+
+
+def points(table: pd.DataFrame) -> pd.DataFrame:
+    """Successful points with an efficiency, one row per workload × hardware × model × mode × series × cards."""
+    ok = _ok(table)
+    if EFF not in ok:
+        return pd.DataFrame()
+    ok = ok[pd.to_numeric(ok[EFF], errors="coerce").notna()]
+    if ok.empty:
+        return pd.DataFrame()
+    fields = [f for f in SERIES if f in ok and (f != "engine" or ok[f].nunique() > 1)]
+    data = pd.DataFrame({
+        "workload": _text(ok, "workload", "(workload not recorded)"),
+        "hardware": _text(ok, "hardware", "(hardware not recorded)"),
+        "model": _text(ok, "model", "(model not recorded)"),
+        "kind": _text(ok, "scaling", UNKNOWN).str.lower(),
+        "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float),
+        "tput": ok[BASIS].astype(float) if BASIS in ok else float("nan"),
+        "series": label(ok, fields).to_numpy() if fields else "all points"})
+    # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
+    return (data.groupby(["workload", "hardware", "model", "kind", "series", "cards"], sort=True)
+            .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size")).reset_index())
+
+
+def kinds(data: pd.DataFrame) -> list[str]:
+    found = set(data["kind"]) if len(data) else set()
+    return [k for k in KINDS if k in found] + sorted(found - set(KINDS))
+
+
+def describe(kind: str) -> tuple[str, str, str]:
+    if kind in KINDS:
+        return KINDS[kind]
+    if kind == UNKNOWN:
+        return "Scaling mode not recorded", "The table does not say what stays fixed", "X(N) / (N·X(1))"
+    return f"{kind} scaling", f"Scaling mode {kind!r}", "X(N) / (N·X(1))"
+
+
+def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Chart:
+    name, _, formula = describe(kind)
+    t = f"{name} — {workload} · {hw} · {model}"
+    # rank series by their efficiency at their largest card count (the 1-card point is always 1.0)
+    last = d.sort_values("cards").groupby("series")["eff"].last()
+    top = int(d["cards"].max())
+    at = d[d["cards"].eq(top)]
+    b, w = at.loc[at["eff"].idxmax()], at.loc[at["eff"].idxmin()]
+    n_good = int((at["eff"] >= GOOD).sum())
+    # one colour per series: at most len(PALETTE) of them
+    d, shown, total = limit_series(d.assign(score=d["series"].map(last)), "score", ["series"], k=len(PALETTE))
+
+    values = records(d[["cards", "eff", "tput", "series", "points"]])
+    legend = "precision · shape · batch"
+    x = alt.X("cards:Q", title="Cards (accelerators, count)", scale=alt.Scale(domainMin=1, nice=False),
+              axis=alt.Axis(values=sorted(int(c) for c in d["cards"].unique()), format="d"))
+    y = alt.Y("eff:Q", title=f"Scaling efficiency, {formula} (ratio, 1 = ideal)", scale=alt.Scale(domainMin=0))
+    col = alt.Color("series:N", title=legend, scale=alt.Scale(range=PALETTE), legend=alt.Legend(labelLimit=320))
+    tooltip = [alt.Tooltip("series:N", title=legend), alt.Tooltip("cards:Q", title="cards"),
+               alt.Tooltip("eff:Q", title="efficiency", format=".3f"),
+               alt.Tooltip("tput:Q", title="median output tok/s", format=",.4~g"),
+               alt.Tooltip("points:Q", title="points")]
+    lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(filled=True, size=60)).encode(
+        x=x, y=y, color=col, tooltip=tooltip)   # inherits the layer's data, so the values are embedded once
+    refs = alt.Data(values=[{"y": 1.0, "label": "ideal 1.0", "dash": False},
+                            {"y": GOOD, "label": f"{GOOD:g}", "dash": True}])
+    ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(y="y:Q")
+    good = alt.Chart(refs).transform_filter("datum.dash").mark_rule(
+        color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y="y:Q")
+    texts = alt.Chart(refs).mark_text(align="right", dx=-4, dy=-6, color="#555").encode(
+        x=alt.value(WIDTH), y="y:Q", text="label:N")
+    chart = base_config(alt.layer(ideal, good, texts, lines, data=alt.Data(values=values)).properties(
+        width=WIDTH, height=HEIGHT,
+        title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card; "
+                                    f"solid: ideal 1.0; dashed: {GOOD:g}")))
+    summary = (f"at {top} cards: best {fmt_num(b['eff'])} ({b['series']})"
+               + (f", worst {fmt_num(w['eff'])} ({w['series']})" if len(at) > 1 else "")
+               + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + series_note(shown, total))
+    return Chart(chart_id(kind, workload, hw, model), t, summary, to_spec(chart))
+
+
+def _groups(data: pd.DataFrame):
+    """(kind, workload, hardware, model, rows) for every group that has a point on more than one card."""
+    for kind in kinds(data):
+        for (wl, hw, model), d in data[data["kind"].eq(kind)].groupby(["workload", "hardware", "model"], sort=True):
+            if d["cards"].max() > 1:
+                yield kind, wl, hw, model, d
+
+
+def charts(table: pd.DataFrame) -> list[Chart]:
+    return [_chart(d, kind, wl, hw, model) for kind, wl, hw, model, d in _groups(points(table))]
+
+
+def _definition() -> str:
+    try:
+        from jobs.metrics import DEFINITIONS
+    except ImportError:
+        return ""
+    return DEFINITIONS.get(EFF, ("", ""))[1]
+
+
+def context(table: pd.DataFrame) -> dict[str, Any]:
+    data, ok = points(table), _ok(table)
+    multi = ok[ok["cards"].astype(int) > 1] if len(ok) else ok
+    eff = pd.to_numeric(multi[EFF], errors="coerce") if EFF in multi else pd.Series(float("nan"), index=multi.index)
+    n_orphans = int(eff.isna().sum())
+    message = (NO_DATA if ok.empty else NO_MULTI if multi.empty else
+               "no multi-card point has a 1-card point with otherwise equal parameters, so no efficiency is "
+               "defined" if n_orphans == len(multi) else "")
+    sections = []
+    for kind in kinds(data):
+        ids = [chart_id(k, wl, hw, m) for k, wl, hw, m, _ in _groups(data) if k == kind]
+        if ids:
+            title, fixed, formula = describe(kind)
+            sections.append({"id": section_id(kind), "title": title, "fixed": fixed,
+                             "formula": formula, "ids": ids})
+    return {"definition": _definition(), "message": message, "sections": sections,
+            "n_orphans": n_orphans if n_orphans < len(multi) else 0, "good": GOOD}
+
+
+PAGE = Page(slug="scaling", title="Scaling", template="scaling.html", context=context, charts=charts, order=15)
