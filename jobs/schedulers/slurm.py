@@ -223,24 +223,36 @@ def _expand(job_id: str) -> list[str]:
 
 
 def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
-    """Job or array-task id -> {state, slurm_state, exit_code, elapsed} from one sacct call."""
-    arrays = sorted({j.split("_")[0] for j in job_ids})
+    """Job or array-task id -> {state, slurm_state, exit_code, elapsed, nodes}.
+
+    One squeue call (queued and running jobs: slurmctld knows them at once) and one sacct call (how the
+    others ended: slurmdbd may lag behind a large submission by seconds)."""
+    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
     if not arrays:
         return {}
     out: dict[str, dict[str, str]] = {}
-    text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(arrays),
-                 "--format=JobID,State,ExitCode,Elapsed,NodeList"])
-    for line in text.splitlines():
+    for line in _run(["sacct", "-X", "-n", "-P", "-j", arrays,
+                      "--format=JobID,State,ExitCode,Elapsed,NodeList"]).splitlines():
         jid, state, exit_code, elapsed, nodes = (line.split("|") + [""] * 5)[:5]
-        slurm_state = state.split()[0] if state else "UNKNOWN"
-        for task in _expand(jid.strip()):
-            out[task] = {"state": STATES.get(slurm_state, "unknown"), "slurm_state": slurm_state,
-                         "exit_code": exit_code, "elapsed": elapsed, "nodes": nodes}
-    for task in job_ids:  # right after submission sacct lists an array as one row under its bare id
+        _put(out, jid, state, exit_code=exit_code, elapsed=elapsed, nodes=nodes)
+    try:
+        queued = _run(["squeue", "-h", "-r", "-j", arrays, "-o", "%i|%T|%M|%N"])
+    except SlurmError:  # squeue answers "Invalid job id" once every job has left the queue
+        queued = ""
+    for line in queued.splitlines():
+        jid, state, elapsed, nodes = (line.split("|") + [""] * 4)[:4]
+        _put(out, jid, state, exit_code="", elapsed=elapsed, nodes=nodes)
+    for task in job_ids:  # sacct may list a pending array as one row under its bare id
         array = task.split("_")[0]
         if task not in out and array in out:
             out[task] = out[array]
     return out
+
+
+def _put(out: dict, jid: str, state: str, **facts: str) -> None:
+    slurm_state = state.split()[0] if state else "UNKNOWN"
+    for task in _expand(jid.strip()):
+        out[task] = {"state": STATES.get(slurm_state, "unknown"), "slurm_state": slurm_state, **facts}
 
 
 def cancel(job_ids: list[str]) -> None:
