@@ -13,18 +13,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.derived import PARAM_KEYS
+from jobs.metrics import BETTER
 
 TOLERANCE = 0.05
-# Which way is better, per metric of jobs.metrics.DEFINITIONS (a test keeps the two key sets equal).
-# None: not compared, because it is a ratio of two points that are each compared themselves.
-DIRECTION: dict[str, str | None] = {
-    "latency_s": "lower", "ttft_s": "lower", "itl_s": "lower",
-    "throughput_out_tok_s": "higher", "throughput_total_tok_s": "higher",
-    "prefill_tok_s": "higher", "decode_tok_s": "higher",
-    "peak_mem_gb": "lower", "energy_j": "lower", "tok_per_j": "higher",
-    "decode_bw_fraction": "higher", "prefill_compute_fraction": "higher",
-    "scaling_efficiency": "higher", "speedup_vs_previous": None,
-}
+DIRECTION = BETTER  # which way each metric is better, defined beside the metric in jobs.metrics
 REGRESSION, IMPROVEMENT, WITHIN = "regression", "improvement", "within tolerance"
 LABELS = ("workload", "hardware", "model", "precision", "cards", "batch_size", "shape", "scaling", "engine")
 _EPS = 1e-12  # a change of exactly the tolerance is within it, whatever the float rounding

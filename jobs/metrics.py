@@ -39,6 +39,17 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
                                  "workload, model, precision, cards and shape"),
 }
 
+# Which way is better, for baseline comparisons (analysis.compare); a test keeps the keys equal to DEFINITIONS.
+# None: not compared, because it is a ratio of two points that are each compared themselves.
+BETTER: dict[str, str | None] = {
+    "latency_s": "lower", "ttft_s": "lower", "itl_s": "lower",
+    "throughput_out_tok_s": "higher", "throughput_total_tok_s": "higher",
+    "prefill_tok_s": "higher", "decode_tok_s": "higher",
+    "peak_mem_gb": "lower", "energy_j": "lower", "tok_per_j": "higher",
+    "decode_bw_fraction": "higher", "prefill_compute_fraction": "higher",
+    "scaling_efficiency": "higher", "speedup_vs_previous": None,
+}
+
 SUMMARY_KEYS = ("median", "mean", "p10", "p90", "p99", "min", "max")
 
 
