@@ -62,7 +62,7 @@ def _status_of(exc: BaseException) -> str:
         return "oom"
     if name == "UncompletedJobError":  # submitit, on Slurm's signal ahead of the time limit or a preemption
         return "timeout" if "timed-out" in str(exc) else "cancelled"
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # SystemExit: submitit requeues a preempted job
         return "cancelled"
     return "failed"
 
