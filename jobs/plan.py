@@ -254,6 +254,15 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     )
 
 
+def report_resources(cluster: dict[str, Any]) -> Resources:
+    """The aggregation + report job: one CPU task, after the sweep's arrays."""
+    rep = cluster.get("report") or {}
+    return Resources(cluster=cluster["name"], partition=rep.get("partition"), nodes=1, tasks_per_node=1,
+                     gpus_per_node=0, gpu_request="none", gres_name=None, cpus_per_task=1, mem_gb=None,
+                     time_min=parse_duration(rep.get("time_limit") or "00:30:00"), account=cluster.get("account"),
+                     qos=cluster.get("qos"), setup=tuple(cluster.get("setup") or ()))
+
+
 def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
     """All points, de-duplicated by id; raises SweepRejected listing every problem.
 

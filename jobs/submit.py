@@ -9,7 +9,7 @@ from typing import Any
 
 from jobs import records
 from jobs.manifest import Manifest
-from jobs.plan import Point
+from jobs.plan import Point, report_resources
 
 
 def split_measured(points: list[Point], sweep_dir: Path, *, force: bool) -> tuple[list[Point], list[Point]]:
@@ -121,15 +121,8 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
               f"({r.nodes} node(s) x {r.tasks_per_node} task(s), {r.gpus_per_node} gpu(s)/node)", flush=True)
     jobs = manifest.job_ids()
     if report and jobs:
-        rep = cluster.get("report") or {}
-        from jobs.plan import Resources, parse_duration
-
-        res = Resources(cluster=cluster["name"], partition=rep.get("partition"), nodes=1, tasks_per_node=1,
-                        gpus_per_node=0, gpu_request="none", gres_name=None, cpus_per_task=1, mem_gb=None,
-                        time_min=parse_duration(rep.get("time_limit", "00:30:00")), account=cluster.get("account"),
-                        qos=cluster.get("qos"), setup=tuple(cluster.get("setup") or ()))
         try:
-            (entry["report_job"],) = slurm.submit_group(after_sweep, [(str(sweep_dir),)], res,
+            (entry["report_job"],) = slurm.submit_group(after_sweep, [(str(sweep_dir),)], report_resources(cluster),
                                                         f"accelsweep-{sweep_dir.name}-report", sweep_dir, cluster,
                                                         dependency="afterany:" + ":".join(jobs))
             manifest.save()

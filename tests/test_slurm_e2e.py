@@ -207,6 +207,7 @@ def test_cancel_command_cancels_the_sweep(site):
      "cards=16 needs 2 node(s) but partition h100 has 1; allowed: cards <= 8"),
     (["cluster.time_limit=03:00:00"], "time limit 180 min is above partition cpu's MaxTime 2:00:00"),
     (["cluster.time_limit=90min"], "time limit '90min' is not a duration"),
+    (["cluster.report.time_limit=soon"], "cluster.report: time limit 'soon' is not a duration"),
 ])
 def test_bad_cluster_input_rejected_before_submission(site, overrides, message):
     calls = sbatch_calls(site)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobs.plan import Point, Resources
+from jobs.plan import Point, Resources, report_resources
 
 # sacct state -> accelsweep state. A job that ended COMPLETED without a record failed in a way we did not see.
 STATES = {
@@ -137,6 +137,10 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
         if r.qos and qos_names is not None and r.qos not in qos_names:
             problems.append((where, f"qos {r.qos!r} does not exist; allowed: {', '.join(sorted(qos_names))}"))
     report = cluster.get("report") or {}
+    try:
+        report_resources(cluster)
+    except ValueError as exc:
+        problems.append(("cluster", f"cluster.report: {exc}"))
     if report.get("partition") and report["partition"] not in parts:
         problems.append(("cluster", f"cluster.report.partition={report['partition']!r} does not exist; partitions: "
                                     f"{', '.join(sorted(parts))}"))

@@ -6,7 +6,8 @@ from typing import Any, Protocol
 
 @dataclass
 class Generation:
-    """Host clock readings (time.perf_counter) of one batched generate call."""
+    """Host clock readings of one batched generate call, all three from one clock (only differences are used):
+    time.perf_counter, or time.time where the engine's own timestamps use it (vllm)."""
 
     t_submit: float
     t_first: float          # first generated token on the host
@@ -23,3 +24,6 @@ class Engine(Protocol):
     def generate(self, input_ids, output_tokens: int) -> Generation: ...
 
     def info(self) -> dict[str, Any]: ...
+
+    # Optional: peak_memory_bytes() -> int | None, for engines whose device memory the workload's process
+    # cannot see through its own allocator (vllm: engine-core and worker processes, pre-reserved KV cache).
