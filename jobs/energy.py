@@ -341,8 +341,25 @@ class HlSmiMeter:
         return joules
 
 
-def make_meter(choice: str, device_kind: str, owns_node_counter: bool, *, device_index: int = 0):
-    """The meter for `choice` (one of CHOICES) for this rank's device `device_index`.
+class MultiMeter:
+    """The sum over several devices driven by one process (tensor parallel); None unless all read."""
+
+    def __init__(self, meters: list):
+        self.meters = meters
+        self.name = meters[0].name
+
+    def start(self) -> None:
+        for m in self.meters:
+            m.start()
+
+    def stop(self) -> float | None:
+        readings = [m.stop() for m in self.meters]
+        return None if any(r is None for r in readings) else sum(readings)
+
+
+def make_meter(choice: str, device_kind: str, owns_node_counter: bool, *, device_index: int = 0,
+               devices: int = 1):
+    """The meter for `choice` (one of CHOICES) for this rank's devices `device_index` .. + `devices` - 1.
 
     `auto` picks the vendor meter of `device_kind` and falls back to none when
     its library or tool is missing or the counters are unreadable; an explicit
@@ -367,6 +384,8 @@ def make_meter(choice: str, device_kind: str, owns_node_counter: bool, *, device
             return NoneMeter()
     build = {"nvml": NvmlMeter, "amdsmi": AmdSmiMeter, "hlsmi": HlSmiMeter}[kind]
     try:
+        if devices > 1:
+            return MultiMeter([build(device_index + i) for i in range(devices)])
         return build(device_index)
     except (ImportError, OSError, MeterUnavailable):
         if explicit:

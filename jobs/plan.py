@@ -99,10 +99,19 @@ def semantic(cfg: dict[str, Any]) -> dict[str, Any]:
         "model": {"name": model["name"], "init": model["init"], "config": model["config"]},
         "precision": cfg["precision"]["name"],
         "cards": cfg["cards"],
-        "workload": cfg["workload"],
+        "workload": _workload_identity(cfg),
         "seed": cfg["seed"],
         "device_override": cfg.get("device_override"),
     }
+
+
+def _workload_identity(cfg: dict[str, Any]) -> Any:
+    """The workload section, less what its module says identifies nothing (e.g. options of engines not chosen)."""
+    try:
+        wl = workloads.get(cfg["workload"]["name"])
+    except (KeyError, TypeError, ValueError):  # an unknown workload is reported by make_point
+        return cfg["workload"]
+    return wl.identity(cfg) if hasattr(wl, "identity") else cfg["workload"]
 
 
 def point_id(cfg: dict[str, Any]) -> str:
@@ -233,7 +242,7 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     cards, nodes = cfg["cards"], nodes_for(cfg)
     per_node = math.ceil(cards / nodes)
     gpus = per_node if hw["device"] != "cpu" and sl["gpu_request"] != "none" else 0
-    per_card_tasks = workloads.get(cfg["workload"]["name"]).TASKS == "per_card"
+    per_card_tasks = workloads.get(cfg["workload"]["name"]).tasks(cfg) == "per_card"
     tasks = per_node if per_card_tasks else 1
     cpus, mem = sl.get("cpus_per_card"), sl.get("mem_per_card_gb")
     return Resources(

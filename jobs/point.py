@@ -84,15 +84,20 @@ def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
             import torch.distributed as dist
 
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            if device_kind == "hpu":  # registers the hccl backend with torch.distributed
+                import habana_frameworks.torch.distributed.hccl  # noqa: F401
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
         device = setup_device(device_kind, local_rank, local_world)
+        # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
+        per_task = max(1, -(-int(cfg["cards"]) // max(1, len(hosts))) // local_world)
+        first = local_rank * per_task if device.kind == "hpu" else device.index
         meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
-                           device_index=local_rank if device.kind == "hpu" else device.index)
+                           device_index=first or 0, devices=per_task if device.kind != "cpu" else 1)
         ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter)
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
         if rank == 0:
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
-                   info=result.info, energy={"meter": meter.name, "devices": world},
+                   info=result.info, energy={"meter": meter.name, "devices": world * per_task},
                    error=None if result.status == "ok" else records.error_info(
                        type_="WorkloadCheck", message=result.error or f"workload checks failed: {result.info}"))
         return result.status

@@ -236,3 +236,22 @@ def test_make_meter_auto_unreadable_counters(monkeypatch):
     assert isinstance(make_meter("auto", "cuda", True), NoneMeter)
     with pytest.raises(energy.MeterUnavailable):
         make_meter("nvml", "cuda", True)
+
+
+def test_multi_meter_sums_devices_and_needs_every_reading():
+    from jobs.energy import MultiMeter
+
+    class Fixed:
+        name = "fake"
+
+        def __init__(self, joules):
+            self.joules = joules
+
+        def start(self):
+            pass
+
+        def stop(self):
+            return self.joules
+
+    assert MultiMeter([Fixed(1.5), Fixed(2.5)]).stop() == 4.0
+    assert MultiMeter([Fixed(1.5), Fixed(None)]).stop() is None

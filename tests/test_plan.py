@@ -93,3 +93,17 @@ def test_unknown_energy_meter_rejected(make_cfg):
 def test_bad_cards_is_one_clear_problem(make_cfg, cards):
     problems = plan.make_point(make_cfg(f"cards={cards}", "workload.scaling=strong"), []).problems
     assert len(problems) == 1 and problems[0].startswith("cards=") and "whole number >= 1" in problems[0]
+
+
+def test_options_of_engines_not_chosen_leave_the_point_id(make_cfg):
+    base = plan.point_id(make_cfg())
+    assert plan.point_id(make_cfg("workload.vllm.gpu_memory_utilization=0.5")) == base
+    assert plan.point_id(make_cfg("workload.hf.compile=true")) != base
+
+
+def test_vllm_points_ask_for_one_task_driving_every_card(make_cfg):
+    r = plan.resources_for(make_cfg("hardware=h100", "cards=4", "workload.engine=vllm", "precision=bf16"))
+    assert (r.nodes, r.tasks_per_node, r.gpus_per_node, r.cpus_per_task) == (1, 1, 4, 32)
+    problems = plan.make_point(make_cfg("hardware=h100", "cards=16", "workload.engine=vllm", "precision=bf16",
+                                        "cluster=localslurm", "cluster.max_nodes=2"), []).problems
+    assert any("tensor parallel over the cards of one node" in p for p in problems)

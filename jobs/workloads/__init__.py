@@ -4,7 +4,8 @@ A workload module provides:
   check(cfg) -> list[str]   reasons this point cannot run (plan time; no heavy imports)
   params(cfg) -> dict       its flat parameters for the record and the table
   run(cfg, ctx) -> Result   measure the point on ctx.device; called on every rank
-  TASKS                     "per_card": one process (rank) per card | "per_node": one per node
+  tasks(cfg) -> str         "per_card": one process (rank) per card | "per_node": one per node
+  identity(cfg) -> dict     optional: the part of cfg["workload"] that identifies a point (default: all of it)
 """
 from __future__ import annotations
 

@@ -13,7 +13,18 @@ from jobs.workloads import Result
 
 from . import engines, model_math
 
-TASKS = "per_card"  # one rank per card, each a replica serving its own batch
+
+
+def tasks(cfg: dict[str, Any]) -> str:
+    """per_card: one rank per card, each a replica with its own batch (hf, habana); per_node: one process
+    drives the node's cards (vllm, tensor parallel = cards)."""
+    return engines.tasks(cfg["workload"]["engine"])
+
+
+def identity(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The workload part of the point id: option blocks of engines not chosen change nothing measured."""
+    wl = cfg["workload"]
+    return {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != wl["engine"])}
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -31,7 +42,8 @@ def lengths(wl: dict[str, Any]) -> tuple[int, int]:
 def check(cfg: dict[str, Any]) -> list[str]:
     wl = cfg["workload"]
     device = cfg.get("device_override") or cfg["hardware"]["device"]
-    problems = engines.check(wl["engine"], cfg["precision"]["name"], device)
+    problems = engines.check(wl["engine"], cfg["precision"]["name"], device, options=wl.get(wl["engine"]) or {},
+                             cards=cfg["cards"], cards_per_node=cfg["hardware"]["cards_per_node"])
     try:
         inp, out = lengths(wl)
     except (TypeError, ValueError) as exc:
@@ -66,8 +78,10 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
     out_params = {"workload": "inference", "engine": wl["engine"], "batch_size": wl["batch_size"],
                   "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "scaling": wl["scaling"],
                   "warmup": wl["warmup"], "repeats": wl["repeats"], "mem_estimate_gb": None, "mem_fits": None}
-    try:
-        est = model_math.memory_estimate_gb(cfg["model"]["config"], cfg["precision"], per_card_batch(cfg), inp + out)
+    try:  # with tensor parallel over k cards, one card holds 1/k of the weights and of the KV cache
+        k = engines.cards_per_process(cfg)
+        est = model_math.memory_estimate_gb(cfg["model"]["config"], cfg["precision"], per_card_batch(cfg) * k,
+                                            inp + out) / k
     except (KeyError, TypeError, ZeroDivisionError):  # bad values are reported by check()
         return out_params
     card_gb = cfg["hardware"]["memory_gb"]
@@ -75,8 +89,11 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
     return out_params
 
 
-def roofline(cfg: dict[str, Any], batch: int, inp: int, out: int, samples: dict[str, list[float]]) -> dict:
-    """Achieved fractions of the hardware file's peaks, per repeat (absent where a peak is unknown)."""
+def roofline(cfg: dict[str, Any], batch: int, inp: int, out: int, samples: dict[str, list[float]], *,
+             cards: int = 1) -> dict:
+    """Achieved fractions of the hardware file's peaks per card, per repeat (absent where a peak is unknown).
+
+    `batch` is one process's batch; it is spread over `cards` cards (tensor parallel) when more than one."""
     hw, prec, c = cfg["hardware"], cfg["precision"], cfg["model"]["config"]
     if cfg.get("device_override"):   # the peaks describe hardware this point did not run on
         return {}
@@ -84,11 +101,11 @@ def roofline(cfg: dict[str, Any], batch: int, inp: int, out: int, samples: dict[
     bw = hw.get("memory_bandwidth_gbs")
     if bw and "itl_s" in samples:
         step = model_math.decode_bytes_per_step(c, prec, batch, inp, out)
-        res["decode_bw_fraction"] = [step / itl / (bw * 1e9) for itl in samples["itl_s"]]
+        res["decode_bw_fraction"] = [step / cards / itl / (bw * 1e9) for itl in samples["itl_s"]]
     peak = (hw.get("peak_tflops") or {}).get(prec["peak_key"])
     if peak:
         flops = model_math.prefill_flops(c, batch, inp)
-        res["prefill_compute_fraction"] = [flops / t / (peak * 1e12) for t in samples["ttft_s"]]
+        res["prefill_compute_fraction"] = [flops / cards / t / (peak * 1e12) for t in samples["ttft_s"]]
     return res
 
 
@@ -104,7 +121,8 @@ def make_inputs(batch: int, length: int, vocab_size: int, seed: int):
 def run(cfg: dict[str, Any], ctx) -> Result:
     wl = cfg["workload"]
     inp, out = lengths(wl)
-    batch = per_card_batch(cfg)
+    k = engines.cards_per_process(cfg)
+    batch = per_card_batch(cfg) * k   # this process's batch
     p = params(cfg)
     if p["mem_fits"] is False and not wl["run_unfit"] and not cfg.get("device_override"):
         # Where a model stops fitting is itself a result: record it without occupying the card.
@@ -112,7 +130,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples={}, status="oom", info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card},
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
                             f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
-    engine = engines.load(wl["engine"])(cfg["model"], cfg["precision"], ctx.device, wl.get(wl["engine"]) or {},
+    engine = engines.load(wl["engine"])(cfg["model"], cfg["precision"], ctx.device, engines.options(cfg),
                                         cfg["seed"])
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
     for _ in range(wl["warmup"]):
@@ -126,17 +144,18 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         g = engine.generate(ids, out)
         local.append((g.t_first - g.t_submit, g.t_end - g.t_submit, g.output_tokens))
     energy_j = ctx.meter.stop()
-    peak = ctx.device.peak_memory_bytes()
+    # Engines with their own worker processes (vllm) know their memory; the allocator here would not.
+    peak = getattr(engine, "peak_memory_bytes", ctx.device.peak_memory_bytes)()
     gathered = ctx.gather({"repeats": local, "energy_j": energy_j, "peak": peak})
     if gathered is None:  # not rank 0
         return Result(samples={})
-    result = summarise_ranks(gathered, batch=batch, inp=inp, out=out, info=engine.info())
-    result.samples.update(roofline(cfg, batch, inp, out, result.samples))
+    result = summarise_ranks(gathered, batch=batch, inp=inp, out=out, info={**engine.info(), "cards_per_process": k})
+    result.samples.update(roofline(cfg, batch, inp, out, result.samples, cards=k))
     return result
 
 
 def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: dict) -> Result:
-    """Job-level samples per repeat from every rank's (ttft, latency, tokens)."""
+    """Job-level samples per repeat from every rank's (ttft, latency, tokens); `batch` is one rank's."""
     samples: dict[str, list[float]] = {}
     produced = {tok for r in ranks for (_, _, tok) in r["repeats"]}
     total_batch = batch * len(ranks)
@@ -146,12 +165,14 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
         for name, value in metrics.inference_repeat(batch=total_batch, input_tokens=inp, output_tokens=out,
                                                     latency_s=latency, ttft_s=ttft).items():
             samples.setdefault(name, []).append(value)
-    samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
+    if all(r["peak"] is not None for r in ranks):
+        samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
     energies = [r["energy_j"] for r in ranks]
     if all(e is not None for e in energies):  # a rank without a reading would make the sum an undercount
         energy = sum(energies)
         samples["energy_j"] = [energy]
         samples["tok_per_j"] = [total_batch * out * len(ranks[0]["repeats"]) / energy]
     info = {**info, "output_tokens_produced": ",".join(map(str, sorted(produced))),
-            "exact_output_tokens": produced == {out}, "ranks": len(ranks), "batch_per_card": batch}
+            "exact_output_tokens": produced == {out}, "ranks": len(ranks),
+            "batch_per_card": batch // info.get("cards_per_process", 1)}
     return Result(samples=samples, info=info, status="ok" if produced == {out} else "failed")

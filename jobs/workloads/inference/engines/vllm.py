@@ -54,7 +54,8 @@ def _refuse_replicas() -> None:
 
 
 def write_random_model(model_cfg: dict[str, Any], directory: str) -> str:
-    """config.json for load_format="dummy" (random weights); vLLM picks the model class from `architectures`."""
+    """config.json for load_format="dummy": vLLM fills the weights with its own small random values (not the hf
+    engine's for the same seed; a speed-only model) and picks the model class from `architectures`."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     from jobs.models import hf_config

@@ -1,0 +1,352 @@
+"""The engine registry and the vllm/habana adapters, tested without vLLM, Gaudi or a GPU.
+
+The adapters are driven through fakes of the narrowest boundary each one has:
+vllm.LLM/SamplingParams and the RequestOutputs they return; optimum-habana's
+adapt/wrap/GaudiGenerationConfig and the Gaudi model's generate(iteration_times=...).
+"""
+import json
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from jobs import plan
+from jobs.workloads.inference import engines
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCKED = ("vllm", "optimum", "habana_frameworks", "neural_compressor")
+
+
+def _fake_modules(monkeypatch, tree: dict[str, dict]) -> None:
+    """Install modules {'a.b': {attr: value}} in sys.modules, parents linked to children."""
+    for name, attrs in tree.items():
+        mod = types.ModuleType(name)
+        mod.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, mod)
+    for name in tree:
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, sys.modules[name])
+
+
+def _fresh(monkeypatch, engine: str):
+    """The engine's module imported anew, so that it binds the fakes now in sys.modules."""
+    monkeypatch.delitem(sys.modules, engines.ENGINES[engine].module, raising=False)
+    return engines.load(engine)
+
+
+class _Clock:
+    def __init__(self, *readings: float):
+        self.readings = list(readings)
+
+    def __call__(self) -> float:
+        return self.readings.pop(0)
+
+
+# --- core without the engine packages -------------------------------------------------------------------
+
+
+def test_core_imports_and_plans_without_engine_packages():
+    script = textwrap.dedent(f"""
+        import sys
+        BLOCKED, attempted = {BLOCKED!r}, []
+
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in BLOCKED:
+                    attempted.append(name)
+                    raise ImportError("blocked " + name, name=name)
+
+        sys.meta_path.insert(0, Block())
+        import jobs.sweep, jobs.plan, jobs.point, jobs.submit, jobs.workloads.inference
+        from hydra import compose, initialize_config_module
+        from hydra_plugins.accelsweep_launcher import point_config
+        from jobs.workloads.inference import engines
+
+        problems = []
+        # a Slurm cluster: the planner then probes no local devices (that probe may try habana_frameworks)
+        for o in (["workload.engine=vllm", "hardware=h100", "precision=fp8", "cards=8", "cluster=localslurm"],
+                  ["workload.engine=habana", "hardware=gaudi2", "precision=bf16", "cluster=localslurm"]):
+            with initialize_config_module(config_module="hydra_conf", version_base="1.3"):
+                problems += jobs.plan.make_point(point_config(compose("config", overrides=o)), o).problems
+        assert not attempted, attempted   # not even looked for
+        print("PROBLEMS", problems)
+        for name in ("vllm", "habana"):
+            try:
+                engines.load(name)
+            except ImportError as exc:
+                print("LOAD", name, exc)
+        """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "PROBLEMS []" in out.stdout
+    assert "LOAD vllm engine vllm needs vllm; install it with: pip install 'accelsweep[cuda]'" in out.stdout
+    assert "LOAD habana engine habana needs habana_frameworks; install it with: pip install 'accelsweep[gaudi]'" \
+        in out.stdout
+
+
+@pytest.mark.parametrize("engine, package, extra, also", [("vllm", "vllm", "cuda", "ROCm"),
+                                                          ("habana", "habana_frameworks", "gaudi", "Gaudi")])
+def test_choosing_an_absent_engine_names_the_extra(monkeypatch, engine, package, extra, also):
+    monkeypatch.setitem(sys.modules, package, None)   # import raises ImportError, installed or not
+    with pytest.raises(ImportError) as info:
+        _fresh(monkeypatch, engine)
+    message = str(info.value)
+    assert f"engine {engine} needs {package}" in message and f"pip install 'accelsweep[{extra}]'" in message
+    assert also in message
+
+
+# --- plan-time checks ----------------------------------------------------------------------------------
+
+
+def test_plan_time_checks_name_what_is_allowed(make_cfg):
+    assert engines.check("vllm", "fp32", "cpu") == [
+        "engine vllm does not run on cpu devices (it runs on: cuda, rocm)"]
+    assert engines.check("habana", "fp16", "hpu") == [
+        "engine habana does not implement precision=fp16 (it implements: fp32, bf16, fp8)"]
+    assert engines.check("vllm", "bf16", "cuda", cards=8, cards_per_node=8) == []
+    assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == [
+        "engine vllm runs tensor parallel over the cards of one node: cards=16 exceeds hardware.cards_per_node=8 "
+        "(several nodes are not supported)"]
+    assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
+    problems = plan.make_point(make_cfg("workload.engine=vllm"), []).problems   # the default hardware is cpu
+    assert "engine vllm does not run on cpu devices (it runs on: cuda, rocm)" in problems
+
+
+def test_habana_fp8_needs_a_quantize_config(tmp_path):
+    assert "workload.habana.quant_config" in engines.check("habana", "fp8", "hpu")[0]
+    measure, quantize = tmp_path / "measure.json", tmp_path / "quant.json"
+    measure.write_text(json.dumps({"method": "HOOKS", "mode": "MEASURE", "observer": "maxabs"}))
+    quantize.write_text(json.dumps({"method": "HOOKS", "mode": "QUANTIZE", "scale_method": "maxabs_hw"}))
+    assert "has mode='MEASURE'" in engines.check("habana", "fp8", "hpu", options={"quant_config": str(measure)})[0]
+    assert "cannot be read" in engines.check("habana", "fp8", "hpu", options={"quant_config": str(tmp_path)})[0]
+    assert engines.check("habana", "fp8", "hpu", options={"quant_config": str(quantize)}) == []
+    assert engines.check("habana", "bf16", "hpu") == []
+
+
+def test_options_and_process_counts(make_cfg):
+    cfg = make_cfg("workload.engine=vllm", "hardware=h100", "cards=4")
+    assert engines.tasks("vllm") == "per_node" and engines.tasks("hf") == engines.tasks("habana") == "per_card"
+    assert engines.cards_per_process(cfg) == 4
+    assert engines.options(cfg) == {**cfg["workload"]["vllm"], "cards": 4}
+    hf = make_cfg("cards=2")
+    assert engines.cards_per_process(hf) == 1 and engines.options(hf) == hf["workload"]["hf"]
+
+
+# --- vllm through a fake vllm module ---------------------------------------------------------------------
+
+
+class _FakeLLM:
+    made: list = []
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.calls: list = []
+        self.config = json.loads((Path(kwargs["model"]) / "config.json").read_text()) \
+            if kwargs["load_format"] == "dummy" else None
+        _FakeLLM.made.append(self)
+
+    def generate(self, prompts, sampling_params, use_tqdm=True):
+        self.calls.append((prompts, sampling_params.kwargs))
+        return self.respond(len(self.calls), prompts, sampling_params.kwargs)
+
+
+class _FakeSamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+def _output(tokens: int, metrics=None):
+    return types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=list(range(tokens)))], metrics=metrics)
+
+
+@pytest.fixture
+def vllm_engine(monkeypatch):
+    _FakeLLM.made = []
+    _fake_modules(monkeypatch, {"vllm": {"LLM": _FakeLLM, "SamplingParams": _FakeSamplingParams}})
+    return _fresh(monkeypatch, "vllm")
+
+
+def _vllm(cls, make_cfg, *overrides, cards=1):
+    cfg = make_cfg("workload.engine=vllm", "hardware=h100", *overrides)
+    return cls(cfg["model"], cfg["precision"], None, {**cfg["workload"]["vllm"], "cards": cards}, 7)
+
+
+V1 = types.SimpleNamespace   # RequestStateStats: arrival_time + first_token_latency
+V0 = types.SimpleNamespace   # RequestMetrics: first_token_time
+
+
+@pytest.mark.parametrize("metrics", [
+    [V1(arrival_time=100.001, first_token_latency=0.049), V1(arrival_time=100.002, first_token_latency=0.078)],
+    [V0(arrival_time=100.001, first_token_time=100.05), V0(arrival_time=100.002, first_token_time=100.08)],
+])
+def test_vllm_times_from_request_metrics(vllm_engine, make_cfg, monkeypatch, metrics):
+    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].module], "_clock", _Clock(100.0, 100.5))
+    engine = _vllm(vllm_engine, make_cfg, "precision=bf16", cards=4)
+    llm = _FakeLLM.made[-1]
+    llm.respond = lambda n, prompts, sp: [_output(5, m) for m in metrics]
+    g = engine.generate(torch.tensor([[3, 4, 5], [6, 7, 8]]), 5)
+    # the batch's first token is the later of the two requests' first tokens
+    assert (g.t_submit, g.t_end, g.output_tokens) == (100.0, 100.5, 5)
+    assert g.t_first - g.t_submit == pytest.approx(0.08)
+    prompts, sampling = llm.calls[0]
+    assert prompts == [{"prompt_token_ids": [3, 4, 5]}, {"prompt_token_ids": [6, 7, 8]}]
+    assert sampling == {"max_tokens": 5, "min_tokens": 5, "ignore_eos": True, "temperature": 0.0, "detokenize": False}
+    assert len(llm.calls) == 1   # no extra run
+    info = engine.info()
+    assert info["ttft_method"] == "vllm-request-metrics" and info["ttft_extra_runs"] == 0
+    assert engine.peak_memory_bytes() is None
+
+
+def test_vllm_without_metrics_times_a_max_tokens_1_run(vllm_engine, make_cfg, monkeypatch):
+    # full run 200.0 -> 201.0; its V1 stats are off (metrics None); the 1-token run takes 0.125 s
+    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].module], "_clock", _Clock(200.0, 201.0, 300.0, 300.125))
+    engine = _vllm(vllm_engine, make_cfg)
+    llm = _FakeLLM.made[-1]
+    llm.respond = lambda n, prompts, sp: [_output(sp["max_tokens"], None) for _ in prompts]
+    g = engine.generate(torch.tensor([[3, 4], [5, 6], [7, 8]]), 9)
+    assert (g.t_submit, g.t_end, g.output_tokens) == (200.0, 201.0, 9)
+    assert g.t_first == pytest.approx(200.125)
+    assert [c[1]["max_tokens"] for c in llm.calls] == [9, 1] and llm.calls[1][0] == llm.calls[0][0]
+    assert engine.info()["ttft_method"] == "max-tokens-1-run" and engine.info()["ttft_extra_runs"] == 1
+
+
+def test_vllm_rejects_unequal_token_counts(vllm_engine, make_cfg, monkeypatch):
+    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].module], "_clock", _Clock(1.0, 2.0))
+    engine = _vllm(vllm_engine, make_cfg)
+    _FakeLLM.made[-1].respond = lambda n, prompts, sp: [_output(4), _output(3)]
+    with pytest.raises(RuntimeError, match=r"token counts \[3, 4\]; expected 4"):
+        engine.generate(torch.tensor([[3], [4]]), 4)
+
+
+def test_vllm_engine_arguments(vllm_engine, make_cfg, tmp_path):
+    _vllm(vllm_engine, make_cfg, "model=tiny-mistral", "precision=fp8", "workload.vllm.enforce_eager=true", cards=8)
+    kw, config = _FakeLLM.made[-1].kwargs, _FakeLLM.made[-1].config
+    assert kw["load_format"] == "dummy" and config["architectures"] == ["MistralForCausalLM"]
+    assert config["hidden_size"] == make_cfg("model=tiny-mistral")["model"]["config"]["hidden_size"]
+    assert {k: kw[k] for k in ("tensor_parallel_size", "dtype", "quantization", "seed", "skip_tokenizer_init",
+                               "enable_prefix_caching", "disable_log_stats", "enforce_eager")} == {
+        "tensor_parallel_size": 8, "dtype": "bfloat16", "quantization": "fp8", "seed": 7, "skip_tokenizer_init": True,
+        "enable_prefix_caching": False, "disable_log_stats": False, "enforce_eager": True}
+    assert "max_model_len" not in kw   # null options are left to vLLM
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    _vllm(vllm_engine, make_cfg, "model.init=pretrained", f"model.path={ckpt}", "precision=fp16")
+    kw = _FakeLLM.made[-1].kwargs
+    assert (kw["model"], kw["load_format"], kw["dtype"], kw["quantization"]) == (str(ckpt), "auto", "float16", None)
+    with pytest.raises(ValueError, match="workload.vllm.enable_prefix_caching is set by the engine"):
+        _vllm(vllm_engine, make_cfg, "+workload.vllm.enable_prefix_caching=true")
+
+
+def test_vllm_refuses_one_process_per_card(vllm_engine, make_cfg, monkeypatch):
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    with pytest.raises(RuntimeError, match="runs 2 processes, one per card"):
+        _vllm(vllm_engine, make_cfg)
+    assert _FakeLLM.made == []
+
+
+# --- habana through fakes of optimum-habana and habana_frameworks ----------------------------------------
+
+
+class _FakeGaudiModel(torch.nn.Module):
+    def __init__(self, log, steps):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 3)
+        self.log, self.steps = log, steps
+
+    def generate(self, input_ids, attention_mask, generation_config, lazy_mode, hpu_graphs, iteration_times):
+        self.log.append(("generate", vars(generation_config), lazy_mode, hpu_graphs))
+        iteration_times.extend(self.steps)   # optimum-habana appends one duration per step
+        new = generation_config.max_new_tokens
+        return torch.cat([input_ids, torch.zeros(input_ids.shape[0], new, dtype=input_ids.dtype)], dim=1)
+
+
+@pytest.fixture
+def habana(monkeypatch):
+    log: list = []
+
+    class GaudiGenerationConfig:
+        def __init__(self, **kwargs):
+            self.__dict__.update(kwargs)
+
+    class FP8Config:
+        @staticmethod
+        def from_json_file(path):
+            log.append(("fp8config", path))
+            return "fp8-config"
+
+    _fake_modules(monkeypatch, {
+        "habana_frameworks": {}, "habana_frameworks.torch": {},
+        "habana_frameworks.torch.core": {"hpu_set_env": lambda: log.append(("hpu_set_env",)),
+                                         "hpu_initialize": lambda m, **kw: log.append(("hpu_initialize", kw))},
+        "habana_frameworks.torch.hpu": {"wrap_in_hpu_graph": lambda m: log.append(("wrap",)) or m},
+        "optimum": {}, "optimum.habana": {}, "optimum.habana.transformers": {},
+        "optimum.habana.transformers.modeling_utils": {"adapt_transformers_to_gaudi": lambda: log.append(("adapt",))},
+        "optimum.habana.transformers.generation": {"GaudiGenerationConfig": GaudiGenerationConfig},
+        "neural_compressor": {}, "neural_compressor.torch": {},
+        "neural_compressor.torch.quantization": {"FP8Config": FP8Config,
+                                                 "convert": lambda m, c: log.append(("convert", c)) or m},
+    })
+    monkeypatch.setenv("QUANT_CONFIG", "")
+    monkeypatch.delenv("QUANT_CONFIG")   # unset now, restored afterwards (the fp8 engine exports it)
+    cls = _fresh(monkeypatch, "habana")
+    mod = sys.modules[engines.ENGINES["habana"].module]
+
+    def build(model_cfg, dtype, device, seed):
+        log.append(("build", dtype, device, seed))
+        return _FakeGaudiModel(log, [0.25, 0.01, 0.01])
+
+    monkeypatch.setattr(mod, "build_causal_lm", build)
+    monkeypatch.setattr(mod, "_clock", _Clock(10.0, 10.5))
+    device = types.SimpleNamespace(torch_device="cpu", synchronize=lambda: log.append(("sync",)))
+    return cls, mod, log, device
+
+
+def test_habana_bf16_with_hpu_graphs_and_buckets(habana, make_cfg):
+    cls, _, log, device = habana
+    cfg = make_cfg("workload.engine=habana", "hardware=gaudi2", "precision=bf16", "workload.habana.bucket_size=128")
+    engine = cls(cfg["model"], cfg["precision"], device, cfg["workload"]["habana"], 3)
+    assert [e[0] for e in log] == ["adapt", "build", "wrap"]   # adapted before the model exists
+    assert log[1][1:] == (torch.bfloat16, "cpu", 3)
+    g = engine.generate(torch.tensor([[3, 4, 5, 6]]), 3)
+    assert (g.t_submit, g.t_end, g.output_tokens) == (10.0, 10.5, 3)
+    assert g.t_first == pytest.approx(10.25)   # first step's duration, measured by optimum-habana after a sync
+    _, gen, lazy, graphs = log[-2]
+    assert log[-1] == ("sync",) and log[-3] == ("sync",)   # synchronised around the clock reads
+    assert (lazy, graphs) == (True, True)
+    assert {k: gen[k] for k in ("max_new_tokens", "do_sample", "ignore_eos", "bucket_size", "bucket_internal",
+                                "reuse_cache", "use_cache")} == {
+        "max_new_tokens": 3, "do_sample": False, "ignore_eos": True, "bucket_size": 128, "bucket_internal": False,
+        "reuse_cache": False, "use_cache": True}
+    assert engine.info()["ttft_method"] == "optimum-habana-iteration-times" and engine.info()["model_params"] == 9
+
+
+def test_habana_without_hpu_graphs_does_not_wrap(habana, make_cfg):
+    cls, _, log, device = habana
+    cfg = make_cfg("workload.engine=habana", "hardware=gaudi2", "workload.habana.use_hpu_graphs=false")
+    cls(cfg["model"], cfg["precision"], device, cfg["workload"]["habana"], 0).generate(torch.tensor([[3]]), 2)
+    assert "wrap" not in [e[0] for e in log] and log[-2][3] is False
+
+
+def test_habana_fp8_quantizes_with_the_config(habana, make_cfg, tmp_path, monkeypatch):
+    import os
+
+    cls, _, log, device = habana
+    quant = tmp_path / "maxabs_quant.json"
+    quant.write_text(json.dumps({"method": "HOOKS", "mode": "QUANTIZE", "dump_stats_path": str(tmp_path / "m")}))
+    cfg = make_cfg("workload.engine=habana", "hardware=gaudi2", "precision=fp8",
+                   f"workload.habana.quant_config={quant}")
+    cls(cfg["model"], cfg["precision"], device, cfg["workload"]["habana"], 0)
+    assert [e[0] for e in log] == ["hpu_set_env", "fp8config", "adapt", "build", "convert", "wrap", "hpu_initialize"]
+    assert os.environ["QUANT_CONFIG"] == str(quant) and log[4] == ("convert", "fp8-config")
+    assert log[-1] == ("hpu_initialize", {"mark_only_scales_as_const": True})
+    monkeypatch.delenv("QUANT_CONFIG")
+    with pytest.raises(ValueError, match="workload.habana.quant_config"):
+        cls(cfg["model"], cfg["precision"], device, {"quant_config": None}, 0)
