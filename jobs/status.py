@@ -28,6 +28,8 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
     latest = manifest.latest()
     if jobs is None:
         jobs = _slurm_states([s["task"] for s in latest.values() if s["task"]])
+    elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
+                 for pid in c["points"]}
     rows = []
     for pid, point in manifest.data["points"].items():
         sub = latest.get(pid, {})
@@ -44,6 +46,9 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                 detail += f"; older record: {rec['status']}"
         elif sub.get("error"):
             state, detail = "not submitted", f"Slurm refused the group: {sub['error']}"
+        elif pid in elsewhere:
+            other = elsewhere[pid]
+            state, detail = "not submitted", f"its hardware is on cluster {other['cluster']}: {other['command']}"
         else:
             state, detail = ("pending" if sub.get("kind") == "local" else "not submitted"), ""
         rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",

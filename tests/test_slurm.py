@@ -112,3 +112,14 @@ def test_run_dirs_copied_from_two_clusters_merge(make_cfg, tmp_path):
         records.write_record(records.record_path(tmp_path / site / "runs/sw/points", p.point_id), rec)
     table = aggregate([tmp_path / "gpu-site/runs/sw", tmp_path / "gaudi-site/runs"])
     assert sorted(zip(table.hardware, table.batch_size)) == [("gaudi3", 1), ("h100", 1), ("h100", 2)]
+
+
+def test_points_left_to_another_cluster_show_where_they_run(make_cfg, tmp_path):
+    p = _point(make_cfg, "cluster=localslurm", "cluster.hardware=[cpu]", "hardware=h100",
+               "hardware.slurm.cluster=gpu-site")
+    m = Manifest(tmp_path)
+    entry = m.begin([p], cluster={"name": "localslurm", "kind": "slurm"}, argv=["x"])
+    entry["elsewhere"] = elsewhere_commands([p], ["x", "hardware=h100"])
+    m.save()
+    (row,) = status.point_states(tmp_path, Manifest.load(tmp_path), jobs={})
+    assert row["state"] == "not submitted" and "cluster gpu-site: python -m jobs.sweep" in row["detail"]

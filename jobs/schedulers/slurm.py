@@ -117,10 +117,9 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
             continue
         part = parts[r.partition]
         if r.nodes > part["nodes"]:
-            per_node = p.params["cards"] // r.nodes if r.nodes else 0
             problems.append((where, f"cards={p.params['cards']} needs {r.nodes} node(s) but partition "
                                     f"{r.partition} has {part['nodes']}; allowed: cards <= "
-                                    f"{part['nodes'] * max(per_node, 1)}"))
+                                    f"{part['nodes'] * p.cfg['hardware']['cards_per_node']}"))
         if r.gpus_per_node and r.gpu_request == "gres":
             have = max(_gres_count(g, r.gres_name or "gpu") for g in part["gres"])
             if r.gpus_per_node > have:
