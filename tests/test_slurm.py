@@ -123,3 +123,12 @@ def test_points_left_to_another_cluster_show_where_they_run(make_cfg, tmp_path):
     m.save()
     (row,) = status.point_states(tmp_path, Manifest.load(tmp_path), jobs={})
     assert row["state"] == "not submitted" and "cluster gpu-site: python -m jobs.sweep" in row["detail"]
+
+
+def test_gpus_per_node_request_and_container_prefix(make_cfg):
+    cfg = make_cfg("hardware=mi300x", "cards=4", "cluster=localslurm", "hardware.slurm.gpu_request=gpus_per_node",
+                   "hardware.slurm.container=apptainer exec --rocm img.sif")
+    r = plan.resources_for(cfg)
+    p = slurm.sbatch_params(r, "n", array_parallelism=1)
+    assert p["gpus_per_node"] == 4 and "gres" not in p
+    assert slurm.python_command(cfg["cluster"], r.container).startswith("apptainer exec --rocm img.sif ")
