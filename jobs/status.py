@@ -1,4 +1,4 @@
-"""python -m jobs.status RUNS/SWEEP [--record]: every point's state from its record and one sacct call.
+"""python -m jobs.status RUNS/SWEEP [--record]: every point's state from its record, squeue and sacct.
 
 A point's state is its record's status when the record is newer than the
 point's latest submission; otherwise the scheduler's state of its job
