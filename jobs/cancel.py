@@ -19,11 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from jobs.schedulers import slurm
 
-    try:
-        manifest = Manifest.load(args.sweep_dir)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    manifest = Manifest.load_or_exit(args.sweep_dir)
     jobs = manifest.job_ids(latest_only=False)
     report = [e["report_job"] for e in manifest.data["submissions"] if e.get("report_job")]
     try:  # not the ended ones (scancel fails on them); just-submitted jobs may not be in sacct yet

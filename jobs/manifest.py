@@ -31,18 +31,28 @@ class Manifest:
                                     "(runs/<sweep name>)?")
         return m
 
+    @classmethod
+    def load_or_exit(cls, sweep_dir: Path) -> "Manifest":
+        """For the command-line tools: the manifest, or exit status 2 saying why."""
+        try:
+            return cls.load(sweep_dir)
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+
     def save(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return records.write_record(self.path, self.data)
 
-    def begin(self, points: list[Point], *, cluster: dict[str, Any], argv: list[str] | None = None) -> dict:
-        """Start a submission of `points` (planned, not yet submitted)."""
+    def begin(self, points: list[Point], *, cluster: dict[str, Any], argv: list[str] | None = None,
+              elsewhere: dict[str, Any] | None = None) -> dict:
+        """Start a submission of `points` (planned, not yet submitted); `elsewhere`: points left to other clusters."""
         for p in points:
             self.data["points"][p.point_id] = {"sweep": p.sweep, "overrides": p.overrides, "params": p.params,
                                                "command": p.command}
         entry = {"time": records.now(), "argv": list(sys.argv if argv is None else argv),
                  "git_commit": records.git_commit(), "cluster": cluster["name"], "kind": cluster["kind"],
-                 "groups": {}, "report_job": None, "elsewhere": {}}
+                 "groups": {}, "report_job": None, "elsewhere": elsewhere or {}}
         self.data["submissions"].append(entry)
         self.save()
         return entry

@@ -6,6 +6,7 @@ other ranks leave their traceback beside it for rank 0 to include.
 """
 from __future__ import annotations
 
+import math
 import socket
 import sys
 import traceback
@@ -17,6 +18,7 @@ from typing import Any
 from jobs import records, workloads
 from jobs.devices import Device, dist_backend, setup_device
 from jobs.energy import make_meter
+from jobs.plan import nodes_for
 
 
 @dataclass
@@ -89,7 +91,7 @@ def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
         device = setup_device(device_kind, local_rank, local_world)
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
-        per_task = max(1, -(-int(cfg["cards"]) // max(1, len(hosts))) // local_world)
+        per_task = max(1, math.ceil(int(cfg["cards"]) / nodes_for(cfg)) // local_world)
         first = local_rank * per_task if device.kind == "hpu" else device.index
         meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
                            device_index=first or 0, devices=per_task if device.kind != "cpu" else 1)

@@ -23,11 +23,13 @@ ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "u
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                  jobs: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
-    """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail."""
+    """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail.
+
+    `jobs`: Slurm states already queried (see job_states); by default they are queried here."""
     manifest = manifest or Manifest.load(sweep_dir)
     latest = manifest.latest()
     if jobs is None:
-        jobs = _slurm_states([s["task"] for s in latest.values() if s["task"]])
+        jobs = job_states(manifest)
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
     rows = []
@@ -54,11 +56,13 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",
                      "hardware": point["params"].get("hardware"), "cards": point["params"].get("cards"),
                      "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
-                     "slurm": job})
+                     "submitted": sub.get("submitted"), "slurm": job})
     return rows
 
 
-def _slurm_states(tasks: list[str]) -> dict[str, dict[str, str]]:
+def job_states(manifest: Manifest, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """Slurm states of the manifest's point jobs and of `extra` jobs, in one squeue + sacct round."""
+    tasks = [s["task"] for s in manifest.latest().values() if s["task"]] + list(extra)
     if not tasks:
         return {}
     from jobs.schedulers import slurm
@@ -76,7 +80,6 @@ def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]
     from jobs.schedulers import slurm
 
     manifest = manifest or Manifest.load(sweep_dir)
-    latest = manifest.latest()
     written = []
     for row in point_states(sweep_dir, manifest):
         job = row["slurm"]
@@ -89,7 +92,7 @@ def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]
                    "oom": "killed for exceeding its memory request"}.get(
             job["state"], "job ended without writing a record")
         failure_record(manifest.spec(row["point_id"]), str(sweep_dir), status=job["state"], job_id=row["job"],
-                       start_time=latest[row["point_id"]]["submitted"],
+                       start_time=row["submitted"],
                        nodes=[job["nodes"]] if job["nodes"] and job["nodes"] != "None assigned" else None,
                        error=records.error_info(type_=f"Slurm{job['slurm_state'].title().replace('_', '')}",
                                                 message=f"{message} (sacct: {job['slurm_state']}, exit code "
@@ -123,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", action="store_true", help="write records for points whose job ended without one")
     ap.add_argument("--all", action="store_true", help="list every point, not only those not ok")
     args = ap.parse_args(argv)
-    try:
-        manifest = Manifest.load(args.sweep_dir)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    manifest = Manifest.load_or_exit(args.sweep_dir)
     if args.record:
         written = record_ended(args.sweep_dir, manifest)
         print(f"wrote {len(written)} record(s) for jobs that ended without one")

@@ -139,16 +139,16 @@ def wait(sweep_dir: Path, poll_s: float = 5.0) -> dict[str, int]:
     from jobs.progress import console
     from jobs.schedulers import slurm
     from jobs.status import counts as count_states
-    from jobs.status import point_states, summary_line
+    from jobs.status import job_states, point_states, summary_line
 
     manifest = Manifest.load(sweep_dir)
     report = manifest.data["submissions"][-1].get("report_job")
     t0 = time.monotonic()
     with Live(console=console(), refresh_per_second=1, transient=False) as live:
         while True:
-            rows = point_states(sweep_dir, manifest)
-            counts = count_states(rows)
-            report_state = slurm.states([report]).get(report, {}).get("state") if report else None
+            jobs = job_states(manifest, extra=(report,) if report else ())
+            counts = count_states(point_states(sweep_dir, manifest, jobs=jobs))
+            report_state = jobs.get(report, {}).get("state") if report else None
             live.update(f"{summary_line(counts)}   report job: {report_state or '-'}   "
                         f"({time.monotonic() - t0:.0f} s)")
             # Just-submitted jobs may not be in sacct yet: "unknown" counts as not ended for a while.

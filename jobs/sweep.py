@@ -56,9 +56,7 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
     if not todo and not elsewhere:
         print("nothing to run: every point already has an ok record (force=true runs them again)")
     manifest = Manifest(sweep_dir)
-    entry = manifest.begin(points, cluster=cluster)
-    entry["elsewhere"] = elsewhere
-    manifest.save()
+    entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
     if cluster["kind"] == "local":
         submit.run_local(groups, sweep_dir, cluster, manifest, entry)
         if first["sweep"]["report"] and here:

@@ -48,8 +48,8 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float) -> str:
     return status
 
 
-def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, on_start=None) -> dict[str, str]:
-    """Run every point on this machine; point id -> status. `on_start(key, point)` runs before each start."""
+def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -> dict[str, str]:
+    """Run every point on this machine; point id -> status."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.progress import console
@@ -71,8 +71,6 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, o
             while queue and len(running) < max(1, max_parallel):
                 point, key = queue.pop(0)
                 point.submitted = records.now()
-                if on_start:
-                    on_start(key, point)
                 job = executors[key].submit(run_point, point.spec(), str(sweep_dir))
                 running.append((point, job, time.monotonic()))
             for item in list(running):
