@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.compare import IMPROVEMENT, REGRESSION, WITHIN, Comparison
+from jobs.metrics import DEFINITIONS
 from report.charts import fmt_num
 from report.pages import MAX_ROWS, Page, label
 
@@ -17,10 +18,6 @@ BETTER = {"higher": "higher is better", "lower": "lower is better"}
 
 
 def _units() -> dict[str, str]:
-    try:
-        from jobs.metrics import DEFINITIONS
-    except ImportError:
-        return {}
     return {k: str(v[0]) for k, v in DEFINITIONS.items()}
 
 

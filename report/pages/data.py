@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from jobs.metrics import DEFINITIONS
 from report.pages import Page
 
 SCHEMA_FILE = "record.schema.json"
@@ -24,10 +25,6 @@ def record_schema() -> dict[str, Any] | None:
 
 
 def definitions() -> list[dict[str, str]]:
-    try:
-        from jobs.metrics import DEFINITIONS
-    except ImportError:
-        return []
     return [{"name": k, "unit": str(v[0]), "text": str(v[1])} for k, v in DEFINITIONS.items()]
 
 

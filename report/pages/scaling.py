@@ -10,6 +10,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from jobs.metrics import DEFINITIONS
 from analysis.derived import BASIS
 from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, limit_series,
                            records, series_note, to_spec)
@@ -140,10 +141,6 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 
 
 def _definition() -> str:
-    try:
-        from jobs.metrics import DEFINITIONS
-    except ImportError:
-        return ""
     return DEFINITIONS.get(EFF, ("", ""))[1]
 
 
