@@ -72,7 +72,7 @@ def _is_value(o: Override, groups: set[str]) -> bool:
     """A plain key=value (or +key=value) that needs no re-composition of the defaults list."""
     key = o.key_or_group
     return (o.package is None and not o.is_sweep_override() and "/" not in key and key not in groups
-            and not key.startswith("hydra") and not (o.is_delete() and key in groups))
+            and not key.startswith("hydra"))
 
 
 _NODE_INTERPOLATION = re.compile(r"\$\{(?![\w.]+:)")  # ${a.b}; resolvers such as ${oc.env:X} read no node
