@@ -160,6 +160,8 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
         params.update(wl.params(cfg))
+        if hasattr(wl, "resolve"):  # what travels to the node names the engine auto picked
+            cfg = wl.resolve(cfg)
     except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))
     elsewhere = other_cluster(cfg)

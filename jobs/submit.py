@@ -35,13 +35,13 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
 
     out = console()
     table = Table(title=f"dry run: nothing submitted (records would go to {sweep_dir / 'points'})")
-    for col in ("point", "group", "partition", "nodes", "tasks/node", "gpus/node", "time (min)", "mem est/card (GB)",
-                "overrides"):
+    for col in ("point", "group", "engine", "partition", "nodes", "tasks/node", "gpus/node", "time (min)",
+                "mem est/card (GB)", "overrides"):
         table.add_column(col)
     for key, pts in groups.items():
         for p in pts:
             r = p.resources
-            table.add_row(p.point_id, key, str(r.partition), str(r.nodes), str(r.tasks_per_node),
+            table.add_row(p.point_id, key, str(p.params.get("engine", "-")), str(r.partition), str(r.nodes), str(r.tasks_per_node),
                           str(r.gpus_per_node), str(r.time_min), _fit(p.params), p.label)
     out.print(table)
     if cluster["kind"] != "slurm":

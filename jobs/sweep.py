@@ -48,6 +48,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
             raise plan.SweepRejected(problems)
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
           f"{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
+    for note in sorted({p.params["engine_note"] for p in points if p.params.get("engine_note")}):
+        print(f"note: {note}", flush=True)
     elsewhere = submit.elsewhere_commands([p for p in points if p.elsewhere], sys.argv)
     submit.print_elsewhere(elsewhere, cluster["name"])
     if first["dry_run"]:

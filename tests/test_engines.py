@@ -105,7 +105,8 @@ def test_choosing_an_absent_engine_names_the_extra(monkeypatch, engine, package,
 
 def test_plan_time_checks_name_what_is_allowed(make_cfg):
     assert engines.check("vllm", "fp32", "cpu") == [
-        "engine vllm does not run on cpu devices (it runs on: cuda, rocm)"]
+        "engine vllm does not run on cpu devices (it runs on: cuda, rocm); for cpu devices use workload.engine=hf "
+        "or auto"]
     assert engines.check("habana", "fp16", "hpu") == [
         "engine habana does not implement precision=fp16 (it implements: fp32, bf16, fp8)"]
     assert engines.check("vllm", "bf16", "cuda", cards=8, cards_per_node=8) == []
@@ -114,7 +115,49 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
         "(several nodes are not supported)"]
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
     problems = plan.make_point(make_cfg("workload.engine=vllm"), []).problems   # the default hardware is cpu
-    assert "engine vllm does not run on cpu devices (it runs on: cuda, rocm)" in problems
+    assert ("engine vllm does not run on cpu devices (it runs on: cuda, rocm); for hardware=cpu use "
+            "workload.engine=hf or auto") in problems
+
+
+@pytest.mark.parametrize("overrides, engine", [
+    ((), "hf"), (("hardware=h100",), "hf"), (("hardware=mi300x",), "hf"), (("hardware=gaudi3",), "habana"),
+    (("hardware=gaudi2", "++hardware.engine=null"), "habana"),   # by device kind without the hardware's own
+    (("hardware=h100", "++hardware.engine=vllm"), "vllm"),      # the hardware file's engine wins
+    (("hardware=gaudi3", "workload.engine=hf", "device_override=cpu"), "hf"),
+])
+def test_auto_picks_the_engine_per_point(make_cfg, overrides, engine):
+    cfg = make_cfg(*overrides)
+    assert cfg["workload"]["engine"] in ("auto", "hf")
+    point = plan.make_point(cfg, list(overrides))
+    assert point.params["engine"] == point.cfg["workload"]["engine"] == engine   # the record and the node see it
+
+
+def test_auto_on_gaudi_with_the_cpu_override_runs_hf_and_says_why(make_cfg):
+    point = plan.make_point(make_cfg("hardware=gaudi3", "device_override=cpu"), [])
+    assert point.problems == [] and point.params["engine"] == "hf"
+    assert point.params["engine_note"] == ("engine auto picked hf: hardware=gaudi3's engine habana does not run on "
+                                           "cpu devices (device_override=cpu)")
+    assert "engine_note" not in plan.make_point(make_cfg("hardware=h100", "device_override=cpu"), []).params
+
+
+def test_an_engine_that_cannot_run_names_the_one_that_would(make_cfg):
+    problems = plan.make_point(make_cfg("hardware=gaudi3", "workload.engine=hf"), []).problems
+    assert ("engine hf does not run on hpu devices (it runs on: cpu, cuda, rocm); for hardware=gaudi3 use "
+            "workload.engine=habana or auto") in problems
+    problems = plan.make_point(make_cfg("hardware=h100", "workload.engine=habana"), []).problems
+    assert ("engine habana does not run on cuda devices (it runs on: hpu); for hardware=h100 use "
+            "workload.engine=hf or auto") in problems
+    assert plan.make_point(make_cfg("workload.engine=foo"), []).problems == [
+        "workload.engine='foo' is not an engine; available: auto, habana, hf, vllm"]
+
+
+def test_a_sweep_mixes_engines(make_cfg):
+    """The mission command: h100 points on hf, gaudi3 points on habana, in one sweep."""
+    configs = [(o, make_cfg(*o, "cluster=localslurm"))
+               for o in (["hardware=h100", "cards=2"], ["hardware=gaudi3", "cards=2"])]
+    points = plan.plan(configs)
+    assert [p.params["engine"] for p in points] == ["hf", "habana"]
+    assert len(plan.groups(points)) == 2
 
 
 def test_habana_fp8_needs_a_quantize_config(tmp_path):

@@ -13,6 +13,18 @@ def test_point_id_is_stable_and_semantic(make_cfg):
         assert plan.point_id(make_cfg(change)) != plan.point_id(a), change
 
 
+@pytest.mark.parametrize("overrides, pinned", [
+    ((), "ec78d3c93f49"), (("cards=2", "precision=bf16"), "923802edd228"),
+    (("hardware=h100", "cards=4", "precision=bf16"), "2d301d4af5de"),
+    (("hardware=gaudi3", "precision=bf16"), "15537dd8f377"),   # was workload.engine=habana
+])
+def test_point_ids_of_existing_points_never_change(make_cfg, overrides, pinned):
+    """Ids computed before workload.engine=auto existed: records of earlier sweeps keep resuming."""
+    auto = make_cfg(*overrides)
+    explicit = make_cfg(*overrides, f"workload.engine={plan.make_point(auto, []).params['engine']}")
+    assert plan.point_id(auto) == plan.point_id(explicit) == plan.make_point(auto, []).point_id == pinned
+
+
 def test_plan_dedupes_and_groups(make_cfg):
     configs = [(o, make_cfg(*o)) for o in (["cards=1"], ["cards=1", "sweep.report=false"], ["cards=2"],
                                            ["cards=2", "precision=bf16"])]
@@ -103,7 +115,7 @@ def test_options_of_engines_not_chosen_leave_the_point_id(make_cfg):
 
 def test_vllm_points_ask_for_one_task_driving_every_card(make_cfg):
     r = plan.resources_for(make_cfg("hardware=h100", "cards=4", "workload.engine=vllm", "precision=bf16"))
-    assert (r.nodes, r.tasks_per_node, r.gpus_per_node, r.cpus_per_task) == (1, 1, 4, 32)
+    assert (r.nodes, r.tasks_per_node, r.gpus_per_node, r.cpus_per_task) == (1, 1, 4, 4 * 12)
     problems = plan.make_point(make_cfg("hardware=h100", "cards=16", "workload.engine=vllm", "precision=bf16",
                                         "cluster=localslurm", "cluster.max_nodes=2"), []).problems
     assert any("tensor parallel over the cards of one node" in p for p in problems)

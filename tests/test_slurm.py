@@ -46,7 +46,7 @@ def test_sbatch_params_follow_the_request(make_cfg):
 
 def test_cluster_slurm_block_overrides_hardware(make_cfg):
     r = plan.resources_for(make_cfg("hardware=gaudi3", "cards=2"))
-    assert (r.cpus_per_task, r.mem_gb) == (16, 400)           # the hardware file's site defaults
+    assert (r.cpus_per_task, r.mem_gb) == (12, 224)           # the hardware file's site defaults
     r = plan.resources_for(make_cfg("hardware=gaudi3", "cards=2", "cluster=localslurm"))
     assert (r.cpus_per_task, r.mem_gb) == (1, 2)
 

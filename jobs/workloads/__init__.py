@@ -6,6 +6,7 @@ A workload module provides:
   run(cfg, ctx) -> Result   measure the point on ctx.device; called on every rank
   tasks(cfg) -> str         "per_card": one process (rank) per card | "per_node": one per node
   identity(cfg) -> dict     optional: the part of cfg["workload"] that identifies a point (default: all of it)
+  resolve(cfg) -> dict      optional: the config with choices left to the planner made (inference: engine=auto)
 """
 from __future__ import annotations
 

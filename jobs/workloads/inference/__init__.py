@@ -18,13 +18,22 @@ from . import engines, model_math
 def tasks(cfg: dict[str, Any]) -> str:
     """per_card: one rank per card, each a replica with its own batch (hf, habana); per_node: one process
     drives the node's cards (vllm, tensor parallel = cards)."""
-    return engines.tasks(cfg["workload"]["engine"])
+    return engines.tasks(engines.resolve(cfg)[0])
+
+
+def resolve(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The config with workload.engine=auto replaced by the engine for the point's device."""
+    engine = engines.resolve(cfg)[0]
+    return cfg if engine == cfg["workload"]["engine"] else {**cfg, "workload": {**cfg["workload"], "engine": engine}}
 
 
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The workload part of the point id: option blocks of engines not chosen change nothing measured."""
-    wl = cfg["workload"]
-    return {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != wl["engine"])}
+    """The workload part of the point id: option blocks of engines not chosen change nothing measured.
+
+    The engine is the resolved one, so auto and the engine it picks are the same point."""
+    engine = engines.resolve(cfg)[0]
+    wl = {**cfg["workload"], "engine": engine}
+    return {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -42,8 +51,10 @@ def lengths(wl: dict[str, Any]) -> tuple[int, int]:
 def check(cfg: dict[str, Any]) -> list[str]:
     wl = cfg["workload"]
     device = cfg.get("device_override") or cfg["hardware"]["device"]
-    problems = engines.check(wl["engine"], cfg["precision"]["name"], device, options=wl.get(wl["engine"]) or {},
-                             cards=cfg["cards"], cards_per_node=cfg["hardware"]["cards_per_node"])
+    engine = engines.resolve(cfg)[0]
+    problems = engines.check(engine, cfg["precision"]["name"], device, options=wl.get(engine) or {},
+                             cards=cfg["cards"], cards_per_node=cfg["hardware"]["cards_per_node"],
+                             hardware=cfg["hardware"])
     try:
         inp, out = lengths(wl)
     except (TypeError, ValueError) as exc:
@@ -75,9 +86,12 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
         inp, out = lengths(wl)
     except ValueError:
         inp = out = None
-    out_params = {"workload": "inference", "engine": wl["engine"], "batch_size": wl["batch_size"],
+    engine, note = engines.resolve(cfg)
+    out_params = {"workload": "inference", "engine": engine, "batch_size": wl["batch_size"],
                   "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "scaling": wl["scaling"],
                   "warmup": wl["warmup"], "repeats": wl["repeats"], "mem_estimate_gb": None, "mem_fits": None}
+    if note:  # e.g. device_override=cpu on Gaudi: habana cannot run there, hf does
+        out_params["engine_note"] = note
     try:  # with tensor parallel over k cards, one card holds 1/k of the weights and of the KV cache
         k = engines.cards_per_process(cfg)
         est = model_math.memory_estimate_gb(cfg["model"]["config"], cfg["precision"], per_card_batch(cfg) * k,
@@ -130,7 +144,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples={}, status="oom", info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card},
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
                             f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
-    engine = engines.load(wl["engine"])(cfg["model"], cfg["precision"], ctx.device, engines.options(cfg),
+    engine = engines.load(engines.resolve(cfg)[0])(cfg["model"], cfg["precision"], ctx.device, engines.options(cfg),
                                         cfg["seed"])
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
     for _ in range(wl["warmup"]):

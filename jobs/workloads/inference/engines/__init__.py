@@ -28,6 +28,7 @@ class Spec:
     tasks: str = "per_card"
 
 
+# The first engine listed for a device kind is what workload.engine=auto picks there (hf: cpu/cuda/rocm, habana: hpu).
 ENGINES: dict[str, Spec] = {
     "hf": Spec("jobs.workloads.inference.engines.hf", ("fp32", "bf16", "fp16"), ("cpu", "cuda", "rocm"), None),
     # fp32/bf16/fp16: vllm.LLM's `dtype`; fp8: quantization="fp8" (dynamic FP8 weights, bf16 compute).
@@ -41,21 +42,60 @@ ENGINES: dict[str, Spec] = {
 }
 
 
+AUTO = "auto"
+
+
+def auto(device: str, hardware: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
+    """(engine, note): what workload.engine=auto runs on `device`, and why when it is not the hardware's own.
+
+    The hardware file's `engine` when it runs on the device actually used (not with device_override=cpu on
+    Gaudi), else the first engine listed for the device kind; None when no engine runs there."""
+    hardware = hardware or {}
+    named = hardware.get("engine")
+    if named in ENGINES and device in ENGINES[named].devices:
+        return named, None
+    pick = next((n for n, s in ENGINES.items() if device in s.devices), None)
+    note = None
+    if named and pick:
+        override = f" (device_override={device})" if device != hardware.get("device") else ""
+        note = (f"engine auto picked {pick}: hardware={hardware.get('name')}'s engine {named} does not run on "
+                f"{device} devices{override}")
+    return pick, note
+
+
+def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
+    """(engine, note): the point's engine with `auto` resolved for its device (device_override wins)."""
+    name = cfg["workload"]["engine"]
+    if name != AUTO:
+        return name, None
+    engine, note = auto(cfg.get("device_override") or cfg["hardware"]["device"], cfg["hardware"])
+    return engine or AUTO, note
+
+
 def check(name: str, precision: str, device: str, *, options: dict[str, Any] | None = None,
-          cards: int | None = None, cards_per_node: int | None = None) -> list[str]:
+          cards: int | None = None, cards_per_node: int | None = None,
+          hardware: dict[str, Any] | None = None) -> list[str]:
     """Plan-time problems of running engine `name` (cheap: imports no engine).
 
     `options` is the engine's block of the workload config; `cards` and
-    `cards_per_node` are checked only when given."""
+    `cards_per_node` are checked only when given; `hardware` names the engine that would run instead."""
+    if name == AUTO:
+        return [f"no engine runs on {device} devices; engines: "
+                + "; ".join(f"{n} ({', '.join(s.devices)})" for n, s in ENGINES.items())]
     if name not in ENGINES:
-        return [f"workload.engine={name!r} is not an engine; available: {', '.join(sorted(ENGINES))}"]
+        return [f"workload.engine={name!r} is not an engine; available: auto, {', '.join(sorted(ENGINES))}"]
     spec = ENGINES[name]
     problems = []
     if precision not in spec.precisions:
         problems.append(f"engine {name} does not implement precision={precision} "
                         f"(it implements: {', '.join(spec.precisions)})")
     if device not in spec.devices:
-        problems.append(f"engine {name} does not run on {device} devices (it runs on: {', '.join(spec.devices)})")
+        why = f"engine {name} does not run on {device} devices (it runs on: {', '.join(spec.devices)})"
+        other, _ = auto(device, hardware)
+        if other:
+            where = f"hardware={hardware['name']}" if hardware else f"{device} devices"
+            why += f"; for {where} use workload.engine={other} or auto"
+        problems.append(why)
     if spec.tasks == "per_node" and cards and cards_per_node and cards > cards_per_node:
         problems.append(f"engine {name} runs tensor parallel over the cards of one node: cards={cards} exceeds "
                         f"hardware.cards_per_node={cards_per_node} (several nodes are not supported)")
@@ -87,14 +127,14 @@ def tasks(name: str) -> str:
 
 def cards_per_process(cfg: dict[str, Any]) -> int:
     """Cards one process of the point drives: all of them for per_node engines (one node), else 1."""
-    return int(cfg["cards"]) if tasks(cfg["workload"]["engine"]) == "per_node" else 1
+    return int(cfg["cards"]) if tasks(resolve(cfg)[0]) == "per_node" else 1
 
 
 def options(cfg: dict[str, Any]) -> dict[str, Any]:
     """The chosen engine's option block; per_node engines also get the `cards` they drive."""
-    wl = cfg["workload"]
-    opts = dict(wl.get(wl["engine"]) or {})
-    if tasks(wl["engine"]) == "per_node":
+    name = resolve(cfg)[0]
+    opts = dict(cfg["workload"].get(name) or {})
+    if tasks(name) == "per_node":
         opts["cards"] = cards_per_process(cfg)
     return opts
 
