@@ -237,10 +237,93 @@ def _check_local(device: str, cards: int, hw_name: str) -> list[str]:
     return []
 
 
-def resources_for(cfg: dict[str, Any]) -> Resources:
-    """What to ask the scheduler for. The cluster file's `slurm:` block overrides the hardware file's."""
+# cluster.per_hardware.<hardware>: what a site says about one hardware kind (null: keep what is below it)
+PER_HARDWARE = {
+    "partition": "Slurm partition", "gres": "gres name[:type], e.g. gpu:h100 or hpu",
+    "gpu_request": "gres | gpus_per_node | none", "cpus_per_card": "CPUs per card", "mem_per_card_gb": "GB per card",
+    "time_limit": "[D-]HH:MM:SS", "setup": "shell lines", "container": "command prefix",
+}
+GPU_REQUESTS = ("gres", "gpus_per_node", "none")
+_GRES = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?$")   # name[:type]; the count is the cards per node
+
+
+def catalogue_hardware() -> set[str]:
+    """Hardware kinds of the shipped catalogue (hydra_conf/hardware)."""
+    import hydra_conf
+
+    return {f.stem for f in (Path(hydra_conf.__file__).parent / "hardware").glob("*.yaml")}
+
+
+def check_site(cluster: dict[str, Any], hardware: set[str] = frozenset()) -> list[str]:
+    """Problems of the cluster file's per_hardware block; `hardware`: kinds known besides the catalogue."""
+    block = cluster.get("per_hardware")
+    if block is None:
+        return []
+    if not isinstance(block, dict):
+        return [f"cluster.per_hardware must map hardware names to settings, got {block!r}"]
+    known = catalogue_hardware() | set(hardware) | set(cluster.get("hardware") or ())
+    problems = []
+    for name, entry in block.items():
+        if name not in known:
+            problems.append(f"cluster.per_hardware.{name}: no hardware is called {name!r}; hardware: "
+                            f"{', '.join(sorted(known))}")
+        problems += _check_entry(name, entry)
+    return problems
+
+
+def _check_entry(name: str, entry: Any) -> list[str]:
+    where = f"cluster.per_hardware.{name}"
+    if entry is None:
+        return []
+    if not isinstance(entry, dict):
+        return [f"{where} must be a mapping of {', '.join(PER_HARDWARE)}, got {entry!r}"]
+    problems = [f"{where}.{k} is not a setting; allowed: {', '.join(PER_HARDWARE)}" for k in entry
+                if k not in PER_HARDWARE]
+    get = {k: v for k, v in entry.items() if v is not None}.get
+    if get("gpu_request") is not None and get("gpu_request") not in GPU_REQUESTS:
+        problems.append(f"{where}.gpu_request={get('gpu_request')!r}; allowed: {', '.join(GPU_REQUESTS)}")
+    if get("gres") is not None and not _GRES.match(str(get("gres"))):
+        problems.append(f"{where}.gres={get('gres')!r} is not name[:type], e.g. gpu, gpu:h100 or hpu "
+                        "(the count is added: cards per node)")
+    for key in ("cpus_per_card", "mem_per_card_gb"):
+        v = get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            problems.append(f"{where}.{key}={v!r} must be a whole number >= 1 (or null)")
+    if get("time_limit") is not None:
+        try:
+            parse_duration(get("time_limit"))
+        except ValueError as exc:
+            problems.append(f"{where}.time_limit: {exc}")
+    setup = get("setup")
+    if setup is not None and not (isinstance(setup, list) and all(isinstance(x, str) for x in setup)):
+        problems.append(f"{where}.setup must be a list of shell lines, got {setup!r}")
+    return problems
+
+
+def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The hardware's Slurm settings at this site, most specific first: cluster.per_hardware.<hw>, then
+    cluster.partitions.<hw>, then the cluster-wide `slurm:` block, then the hardware file's `slurm:` block."""
     hw, cluster = cfg["hardware"], cfg["cluster"]
     sl = {**hw["slurm"], **{k: v for k, v in (cluster.get("slurm") or {}).items() if v is not None}}
+    sl["setup"] = hw["slurm"].get("setup") or ()
+    sl["time_limit"] = cluster["time_limit"]
+    partition = (cluster.get("partitions") or {}).get(hw["name"])
+    if partition is not None:
+        sl["partition"] = partition
+    entry = (cluster.get("per_hardware") or {}).get(hw["name"])
+    problems = _check_entry(hw["name"], entry)
+    if problems:
+        raise ValueError("; ".join(problems))
+    for key, value in (entry or {}).items():
+        if value is not None:
+            sl["gres_name" if key == "gres" else key] = value
+    return sl
+
+
+def resources_for(cfg: dict[str, Any]) -> Resources:
+    """What to ask the scheduler for (see site_slurm for which setting wins)."""
+    hw, cluster = cfg["hardware"], cfg["cluster"]
+    sl = site_slurm(cfg)
     cards, nodes = cfg["cards"], nodes_for(cfg)
     per_node = math.ceil(cards / nodes)
     gpus = per_node if hw["device"] != "cpu" and sl["gpu_request"] != "none" else 0
@@ -249,7 +332,7 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     cpus, mem = sl.get("cpus_per_card"), sl.get("mem_per_card_gb")
     return Resources(
         cluster=cluster["name"],
-        partition=(cluster.get("partitions") or {}).get(hw["name"], sl["partition"]),
+        partition=sl["partition"],
         nodes=nodes,
         tasks_per_node=tasks,
         gpus_per_node=gpus,
@@ -257,10 +340,10 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
         gres_name=sl.get("gres_name") if gpus else None,
         cpus_per_task=cpus * (per_node // tasks) if cpus else None,
         mem_gb=mem * per_node if mem else None,
-        time_min=parse_duration(cluster["time_limit"]),
+        time_min=parse_duration(sl["time_limit"]),
         account=cluster.get("account"),
         qos=cluster.get("qos"),
-        setup=tuple(cluster.get("setup") or ()) + tuple(hw["slurm"].get("setup") or ()),
+        setup=tuple(cluster.get("setup") or ()) + tuple(sl["setup"]),
         container=sl.get("container"),
     )
 
@@ -279,6 +362,10 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
 
     Points whose hardware is on another cluster come back with `elsewhere` set and no resources."""
     points: dict[str, Point] = {}
+    if configs:  # a wrong cluster file is one problem, not one per point
+        site = check_site(configs[0][1]["cluster"], {c["hardware"]["name"] for _, c in configs})
+        if site:
+            raise SweepRejected([("cluster", why) for why in site])
     problems: list[tuple[str, str]] = []
     for overrides, cfg in configs:
         p = make_point(cfg, overrides)

@@ -119,3 +119,50 @@ def test_vllm_points_ask_for_one_task_driving_every_card(make_cfg):
     problems = plan.make_point(make_cfg("hardware=h100", "cards=16", "workload.engine=vllm", "precision=bf16",
                                         "cluster=localslurm", "cluster.max_nodes=2"), []).problems
     assert any("tensor parallel over the cards of one node" in p for p in problems)
+
+
+def _site(make_cfg, *overrides):
+    return make_cfg("cluster=example-site", *overrides)
+
+
+def test_per_hardware_settings_win(make_cfg):
+    """cluster.per_hardware.<hw> over cluster.partitions, the cluster's slurm: block and the hardware file."""
+    r = plan.resources_for(_site(make_cfg, "hardware=h100", "cards=4"))
+    assert (r.partition, r.gres_name, r.gpus_per_node, r.tasks_per_node, r.cpus_per_task, r.mem_gb, r.time_min) == \
+        ("gpu", "gpu:h100", 4, 4, 16, 4 * 120, 120)
+    assert r.setup[-1] == "module load cuda/12.4" and r.container is None
+    g = plan.resources_for(_site(make_cfg, "hardware=gaudi3", "cards=8"))
+    assert (g.partition, g.gres_name, g.gpus_per_node, g.cpus_per_task, g.mem_gb, g.time_min) == \
+        ("gaudi", "hpu", 8, 12, 8 * 96, 60)
+    assert "apptainer" in g.container
+    # a hardware kind without an entry keeps cluster.partitions and the cluster-wide values
+    a = plan.resources_for(_site(make_cfg, "hardware=a100", "cards=2", "++cluster.partitions.a100=old"))
+    assert (a.partition, a.gres_name, a.time_min) == ("old", "gpu", 60)
+    p = plan.resources_for(_site(make_cfg, "hardware=h100", "++cluster.per_hardware.h100.partition=null"))
+    assert p.partition == "gpu-h100"   # null keeps what is below: cluster.partitions
+
+
+def test_typed_gres_reaches_sbatch(make_cfg):
+    from jobs.schedulers import slurm
+
+    r = plan.resources_for(_site(make_cfg, "hardware=h100", "cards=12", "cluster.max_nodes=2"))
+    assert slurm.sbatch_params(r, "n", array_parallelism=1)["gres"] == "gpu:h100:6"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("++cluster.per_hardware.h1000.partition=x", "cluster.per_hardware.h1000: no hardware is called 'h1000'; "
+                                                 "hardware: a100, cpu, gaudi1, gaudi2, gaudi3"),
+    ("++cluster.per_hardware.h100.gress=gpu", "cluster.per_hardware.h100.gress is not a setting; allowed: "
+                                              "partition, gres, gpu_request, cpus_per_card"),
+    ("++cluster.per_hardware.h100.gpu_request=gpus", "cluster.per_hardware.h100.gpu_request='gpus'; allowed: "
+                                                     "gres, gpus_per_node, none"),
+    ("++cluster.per_hardware.h100.gres=gpu:h100:4", "cluster.per_hardware.h100.gres='gpu:h100:4' is not "
+                                                    "name[:type]"),
+    ("++cluster.per_hardware.h100.cpus_per_card=0", "cluster.per_hardware.h100.cpus_per_card=0 must be a whole"),
+    ("++cluster.per_hardware.h100.time_limit=soon", "cluster.per_hardware.h100.time_limit: time limit 'soon'"),
+])
+def test_per_hardware_is_validated(make_cfg, override, message):
+    cfg = _site(make_cfg, "hardware=h100", override)
+    with pytest.raises(plan.SweepRejected) as err:
+        plan.plan([([override], cfg)])
+    assert err.value.problems[0][0] == "cluster" and message in err.value.problems[0][1]
