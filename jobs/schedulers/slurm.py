@@ -6,6 +6,7 @@ sacctmgr, sacct and scancel directly).
 from __future__ import annotations
 
 import getpass
+import math
 import re
 import shlex
 import shutil
@@ -59,39 +60,54 @@ def _slurm_minutes(text: str) -> int | None:
     return (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0)
 
 
-def _gres_count(gres: str, name: str) -> int:
-    """'gpu:8', 'gpu:a100:4(S:0-1)', 'gpu:4,hpu:2' -> count of `name`."""
-    total = 0
-    for item in gres.split(","):
-        fields = item.split("(")[0].split(":")
-        if fields and fields[0] == name and fields[-1].isdigit():
-            total = max(total, int(fields[-1]))
-    return total
-
-
-def partitions() -> dict[str, dict[str, Any]]:
-    """Partition name -> sinfo facts (one sinfo call)."""
-    out: dict[str, dict[str, Any]] = {}
-    for line in _run(["sinfo", "-h", "-a", "-o", "%R|%D|%l|%G"]).splitlines():
-        name, nodes, limit, gres = (line.split("|") + ["", "", "", ""])[:4]
-        p = out.setdefault(name.strip(), {"nodes": 0, "limit": limit, "gres": set()})
-        p["nodes"] += int(nodes or 0)
-        p["gres"].add(gres.strip())
+def _gres(text: str) -> list[tuple[str, str | None, int]]:
+    """sinfo's gres 'gpu:h100:4(S:0-1),hpu:8' -> [('gpu', 'h100', 4), ('hpu', None, 8)]."""
+    out = []
+    for item in text.split(","):
+        fields = item.split("(")[0].strip().split(":")
+        if len(fields) >= 2 and fields[-1].isdigit():
+            out.append((fields[0], fields[1] if len(fields) > 2 else None, int(fields[-1])))
     return out
 
 
-def _associations() -> tuple[set[str] | None, set[str] | None]:
-    """(accounts of this user, qos names) from sacctmgr; None where it cannot tell."""
+def _gres_count(gres: str, name: str) -> int:
+    """Count of gres `name` ('gpu': any type, 'gpu:h100': that type only) in a node's gres string."""
+    want, _, kind = name.partition(":")
+    return sum(n for g, t, n in _gres(gres) if g == want and (not kind or t == kind))
+
+
+def partitions() -> dict[str, dict[str, Any]]:
+    """Partition name -> sinfo facts, with each node's CPUs, memory (MB) and gres (one sinfo call)."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%R|%N|%c|%m|%G|%l"]).splitlines():
+        name, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
+        p = out.setdefault(name.strip(), {"nodes": 0, "limit": limit.strip(), "gres": set(), "hosts": {}})
+        if node.strip() not in p["hosts"]:
+            p["hosts"][node.strip()] = {"cpus": _int(cpus), "mem_mb": _int(mem), "gres": gres.strip()}
+            p["nodes"] += 1
+            p["gres"].add(gres.strip())
+    return out
+
+
+def _int(text: str) -> int | None:
+    text = text.strip().rstrip("+")
+    return int(text) if text.isdigit() else None
+
+
+def _associations() -> list[dict[str, Any]] | None:
+    """This user's associations: account, partition ('' = any) and the QOS they allow; None: cannot tell."""
     try:
-        accounts = {a.strip() for a in _run(["sacctmgr", "-n", "-P", "show", "assoc",
-                                             f"user={getpass.getuser()}", "format=account"]).split() if a.strip()}
+        lines = _run(["sacctmgr", "-n", "-P", "show", "assoc", f"user={getpass.getuser()}",
+                      "format=account,partition,qos"]).splitlines()
     except SlurmError:
-        accounts = None
-    try:
-        qos = {q.strip() for q in _run(["sacctmgr", "-n", "-P", "show", "qos", "format=name"]).split() if q.strip()}
-    except SlurmError:
-        qos = None
-    return accounts or None, qos or None
+        return None
+    rows = []
+    for line in lines:
+        account, partition, qos = (line.split("|") + ["", ""])[:3]
+        if account.strip():
+            rows.append({"account": account.strip(), "partition": partition.strip(),
+                         "qos": {q for q in qos.strip().split(",") if q}})
+    return rows or None
 
 
 def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
@@ -104,7 +120,7 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
         parts = partitions()
     except SlurmError as exc:
         return [("cluster", f"cannot list partitions of cluster={cluster['name']}: {exc}")]
-    accounts, qos_names = _associations()
+    assocs = _associations()
     problems: list[tuple[str, str]] = []
     for key, pts in groups.items():
         r, p = pts[0].resources, pts[0]
@@ -113,28 +129,10 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
         if r.partition not in parts:
             problems.append((where, f"partition {r.partition!r} (hardware={hw}) does not exist on cluster "
                                     f"{cluster['name']}; partitions: {', '.join(sorted(parts))}. Map it with "
-                                    f"++cluster.partitions.{hw}=<partition>"))
+                                    f"++cluster.per_hardware.{hw}.partition=<partition>"))
             continue
-        part = parts[r.partition]
-        if r.nodes > part["nodes"]:
-            problems.append((where, f"cards={p.params['cards']} needs {r.nodes} node(s) but partition "
-                                    f"{r.partition} has {part['nodes']}; allowed: cards <= "
-                                    f"{part['nodes'] * p.cfg['hardware']['cards_per_node']}"))
-        if r.gpus_per_node and r.gpu_request == "gres":
-            have = max(_gres_count(g, r.gres_name or "gpu") for g in part["gres"])
-            if r.gpus_per_node > have:
-                problems.append((where, f"needs {r.gres_name}:{r.gpus_per_node} per node but partition "
-                                        f"{r.partition} offers {r.gres_name}:{have}; allowed: cards per node "
-                                        f"<= {have}"))
-        limit = _slurm_minutes(part["limit"])
-        if limit is not None and r.time_min > limit:
-            problems.append((where, f"time limit {r.time_min} min is above partition {r.partition}'s MaxTime "
-                                    f"{part['limit']}; allowed: cluster.time_limit <= {part['limit']}"))
-        if r.account and accounts is not None and r.account not in accounts:
-            problems.append((where, f"account {r.account!r} is not one of your Slurm accounts "
-                                    f"({', '.join(sorted(accounts))})"))
-        if r.qos and qos_names is not None and r.qos not in qos_names:
-            problems.append((where, f"qos {r.qos!r} does not exist; allowed: {', '.join(sorted(qos_names))}"))
+        problems += [(where, why) for why in _check_request(r, p, parts[r.partition])]
+        problems += [(where, why) for why in _check_association(r, assocs)]
     report = cluster.get("report") or {}
     try:
         report_resources(cluster)
@@ -144,6 +142,80 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
         problems.append(("cluster", f"cluster.report.partition={report['partition']!r} does not exist; partitions: "
                                     f"{', '.join(sorted(parts))}"))
     return problems
+
+
+def _check_request(r: Resources, p: Point, part: dict[str, Any]) -> list[str]:
+    """The request against the partition's nodes: count, CPUs, memory and gres per node, time limit."""
+    hw, cards = p.params["hardware"], p.params["cards"]
+    per_node = math.ceil(cards / r.nodes)        # cards on each node
+    setting = f"cluster.per_hardware.{hw}"
+    hosts = list(part["hosts"].values())
+    problems = []
+    if r.nodes > part["nodes"]:
+        problems.append(f"cards={cards} needs {r.nodes} node(s) but partition {r.partition} has {part['nodes']}; "
+                        f"allowed: cards <= {part['nodes'] * p.cfg['hardware']['cards_per_node']}")
+    gres = None if not r.gpus_per_node else (r.gres_name or "gpu") if r.gpu_request == "gres" else "gpu"
+    needs = {}   # per node
+    if r.cpus_per_task:
+        needs["cpus"] = r.cpus_per_task * r.tasks_per_node
+    if r.mem_gb:
+        needs["mem_mb"] = r.mem_gb * 1024   # Slurm's G is 1024 M
+    if gres:
+        needs["gres"] = r.gpus_per_node
+
+    def has(host: dict[str, Any], what: str) -> int | None:
+        return _gres_count(host["gres"], gres) if what == "gres" else host[what]
+
+    best = {what: max((n for h in hosts if (n := has(h, what)) is not None), default=None) for what in needs}
+    if gres and best["gres"] == 0:
+        offered = sorted({f"{g}:{t}" if t else g for h in hosts for g, t, _ in _gres(h["gres"])})
+        problems.append(f"asks for gres {gres} (hardware={hw}) but the nodes of partition {r.partition} have none; "
+                        f"they offer: {', '.join(offered) or 'no gres'}; allowed: {setting}.gres in "
+                        f"{{{', '.join(offered)}}} or {setting}.gpu_request=none")
+    elif gres and best["gres"] is not None and best["gres"] < r.gpus_per_node:
+        problems.append(f"needs {gres}:{r.gpus_per_node} per node but partition {r.partition} offers "
+                        f"{gres}:{best['gres']}; allowed: cards per node <= {best['gres']}")
+    if "cpus" in needs and best["cpus"] is not None and best["cpus"] < needs["cpus"]:
+        problems.append(f"asks for {needs['cpus']} CPUs per node ({needs['cpus'] // per_node} per card x {per_node} "
+                        f"card(s)) but the nodes of partition {r.partition} have at most {best['cpus']}; allowed: "
+                        f"{setting}.cpus_per_card <= {best['cpus'] // per_node}")
+    if "mem_mb" in needs and best["mem_mb"] is not None and best["mem_mb"] < needs["mem_mb"]:
+        problems.append(f"asks for {r.mem_gb} GB of memory per node ({r.mem_gb // per_node} GB per card x "
+                        f"{per_node} card(s)) but the nodes of partition {r.partition} have at most "
+                        f"{best['mem_mb'] // 1024} GB (RealMemory {best['mem_mb']} MB); allowed: "
+                        f"{setting}.mem_per_card_gb <= {best['mem_mb'] // 1024 // per_node}")
+    if not problems:   # each is offered somewhere, but on enough nodes together?
+        fit = [h for h in hosts if all((has(h, w) is None or has(h, w) >= n) for w, n in needs.items())]
+        if len(fit) < r.nodes:
+            asked = ", ".join(f"{w}={n}" for w, n in needs.items())
+            problems.append(f"needs {r.nodes} node(s) with {asked} each, but partition {r.partition} has "
+                            f"{len(fit)} such node(s)")
+    limit = _slurm_minutes(part["limit"])
+    if limit is not None and r.time_min > limit:
+        own = ((p.cfg["cluster"].get("per_hardware") or {}).get(hw) or {}).get("time_limit") is not None
+        problems.append(f"time limit {r.time_min} min is above partition {r.partition}'s MaxTime {part['limit']}; "
+                        f"allowed: {setting + '.time_limit' if own else 'cluster.time_limit'} <= {part['limit']}")
+    return problems
+
+
+def _check_association(r: Resources, assocs: list[dict[str, Any]] | None) -> list[str]:
+    """Account and QOS against this user's associations (sacctmgr)."""
+    if assocs is None:
+        return []
+    mine = [a for a in assocs if r.account in (None, a["account"])]
+    if r.account and not mine:
+        return [f"account {r.account!r} is not one of your Slurm accounts "
+                f"({', '.join(sorted({a['account'] for a in assocs}))})"]
+    here = [a for a in mine if a["partition"] in ("", r.partition)]
+    if r.account and not here:
+        return [f"account {r.account!r} may not use partition {r.partition}; your associations for it allow "
+                f"partitions: {', '.join(sorted({a['partition'] for a in mine}))}"]
+    allowed = set().union(*(a["qos"] for a in here)) if here else set()
+    if r.qos and allowed and r.qos not in allowed:
+        whose = f"account {r.account}" if r.account else "your accounts"
+        return [f"qos {r.qos!r} is not allowed for {whose} on partition {r.partition}; allowed: "
+                f"{', '.join(sorted(allowed))}"]
+    return []
 
 
 # ---- submission -------------------------------------------------------------------------------------------
