@@ -41,8 +41,8 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
     for key, pts in groups.items():
         for p in pts:
             r = p.resources
-            table.add_row(p.point_id, key, str(p.params.get("engine", "-")), str(r.partition), str(r.nodes), str(r.tasks_per_node),
-                          str(r.gpus_per_node), str(r.time_min), _fit(p.params), p.label)
+            table.add_row(p.point_id, key, str(p.params.get("engine", "-")), str(r.partition), str(r.nodes),
+                          str(r.tasks_per_node), str(r.gpus_per_node), str(r.time_min), _fit(p.params), p.label)
     out.print(table)
     if cluster["kind"] != "slurm":
         return
