@@ -5,6 +5,7 @@ vllm.LLM/SamplingParams and the RequestOutputs they return; optimum-habana's
 adapt/wrap/GaudiGenerationConfig and the Gaudi model's generate(iteration_times=...).
 """
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -149,6 +150,32 @@ def test_an_engine_that_cannot_run_names_the_one_that_would(make_cfg):
             "workload.engine=hf or auto") in problems
     assert plan.make_point(make_cfg("workload.engine=foo"), []).problems == [
         "workload.engine='foo' is not an engine; available: auto, habana, hf, vllm"]
+
+
+def test_the_record_and_the_table_carry_the_engine_run(make_cfg, tmp_path):
+    from analysis.aggregate import aggregate
+    from jobs import records
+
+    for hw in ("h100", "gaudi3"):
+        p = plan.make_point(make_cfg(f"hardware={hw}", "cluster=localslurm"), [])
+        rec = records.make_record(point=p.spec(), status="ok", samples={"latency_s": [1.0]},
+                                  provenance=records.provenance(start_time=records.now()))
+        records.validate(rec)
+        records.write_record(records.record_path(tmp_path / "points", p.point_id), rec)
+    table = aggregate([tmp_path])
+    assert dict(zip(table.hardware, table.engine)) == {"h100": "hf", "gaudi3": "habana"}
+
+
+def test_dry_run_shows_the_engine_per_point_and_the_cpu_override_note(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
+    out = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "hardware=h100,gaudi3", "device_override=cpu",
+                          "dry_run=true"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert ("note: engine auto picked hf: hardware=gaudi3's engine habana does not run on cpu devices "
+            "(device_override=cpu)") in out.stdout
+    rows = [line.split("│") for line in out.stdout.splitlines() if "hardware=" in line and "│" in line]
+    engines_run = sorted((r[10].split()[0], r[3].strip()) for r in rows)   # (overrides, engine) columns
+    assert engines_run == [("hardware=gaudi3", "hf"), ("hardware=h100", "hf")]
 
 
 def test_a_sweep_mixes_engines(make_cfg):
