@@ -115,7 +115,7 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
             message = None
             if watchdog.LOST.is_set():
-                message = f"stopped: the sweep process (pid {owner['pid']}) that started this point is gone"
+                message = f"stopped: the sweep (pid {owner['pid']}) that started this point was interrupted or is gone"
             elif type(exc).__name__ == "UncompletedJobError":
                 why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
                 message = f"{why} ({exc})"

@@ -1,9 +1,11 @@
-"""A local worker stops when the sweep process that started it is gone, however it went (Ctrl-C, SIGTERM, SIGKILL).
+"""A local worker stops when the sweep that started it stops (Ctrl-C, SIGTERM) or is gone (SIGKILL, a crash).
 
-submitit's local controller is made to outlive its parent and passes on only
-the signals it gets itself, so the worker watches the sweep's pid (with its
-start time, so a reused pid does not count as the sweep) and interrupts
-itself: the point then writes a `cancelled` record, and nothing keeps
+submitit's local controller is made to outlive its parent, and signals do not
+reliably reach the worker (a SIGINT ignored by a background shell is ignored
+by every child; submitit's task ignores SIGTERM). So the worker watches: its
+sweep's pid (with its start time, so a reused pid does not count as the
+sweep) and a stop file the sweep creates when it is interrupted. Then it
+interrupts itself: the point writes a `cancelled` record, and nothing keeps
 measuring unowned or alongside a re-run of the same point.
 """
 from __future__ import annotations
@@ -29,11 +31,28 @@ def _stat(pid: int) -> tuple[str, str] | None:
     return fields[0], fields[19]
 
 
-def identity(pid: int | None = None) -> dict[str, Any]:
-    """What identifies this (or `pid`'s) process to a worker on this machine."""
+def identity(stop_dir: str | os.PathLike, pid: int | None = None) -> dict[str, Any]:
+    """What identifies this (or `pid`'s) process to a worker on this machine, and its stop file in `stop_dir`."""
     pid = pid or os.getpid()
     stat = _stat(pid)
-    return {"pid": pid, "host": socket.gethostname(), "start": stat[1] if stat else None}
+    return {"pid": pid, "host": socket.gethostname(), "start": stat[1] if stat else None,
+            "stop": os.path.join(stop_dir, f".stop-{pid}")}
+
+
+def stop(owner: dict[str, Any]) -> None:
+    """Ask the owner's workers to stop (they poll for the file)."""
+    open(owner["stop"], "a").close()
+
+
+def release(owner: dict[str, Any]) -> None:
+    try:
+        os.unlink(owner["stop"])
+    except FileNotFoundError:
+        pass
+
+
+def stopped(owner: dict[str, Any]) -> bool:
+    return os.path.exists(owner["stop"]) or not alive(owner)
 
 
 def alive(owner: dict[str, Any]) -> bool:
@@ -55,10 +74,12 @@ def alive(owner: dict[str, Any]) -> bool:
 
 
 def watch(owner: dict[str, Any], poll_s: float = 0.5, grace_s: float = 30.0) -> threading.Thread:
-    """Interrupt this process (KeyboardInterrupt in the main thread) once `owner` is gone; SIGKILL it
-    `grace_s` later if it is still running (stuck in a collective or in native code)."""
+    """Interrupt this process (KeyboardInterrupt in the main thread) once `owner` stopped or is gone; SIGKILL it
+    `grace_s` later if it is still running (stuck in a collective or in native code). Call from the main thread."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # interrupt_main does nothing while SIGINT is ignored
+
     def loop() -> None:
-        while alive(owner):
+        while not stopped(owner):
             time.sleep(poll_s)
         LOST.set()
         _thread.interrupt_main()

@@ -39,7 +39,7 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: b
     limit_s = point.resources.time_min * 60
     status = "cancelled" if cancelled else "timeout" if elapsed_s >= limit_s else "failed"
     try:
-        exc = job.exception() if job is not None else None
+        exc = job.exception() if job is not None and job.done() else None   # exception() waits for the job
     except Exception as e:  # submitit raises when the job left no result at all
         exc = e
     message = {"timeout": f"time limit of {point.resources.time_min} min reached",
@@ -69,7 +69,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
     executors = {key: _executor(pts[0].resources, sweep_dir / "submitit") for key, pts in groups.items()}
     running: list[tuple[Point, object, float]] = []
     status: dict[str, str] = {}
-    owner = watchdog.identity()
+    owner = watchdog.identity(sweep_dir)
 
     def describe() -> str:
         failed = sum(s != "ok" for s in status.values())
@@ -109,16 +109,22 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
                 progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
                                        f"{len(queue)} not started")
-                for _, job, _ in running:
-                    job.cancel()
-                deadline = time.monotonic() + 30
-                while any(not job.done() for _, job, _ in running) and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                for point, job, t0 in running:
-                    done(point, settle(job, point, sweep_dir, time.monotonic() - t0, cancelled=True),
-                         time.monotonic() - t0, progress)
+                watchdog.stop(owner)   # each worker writes its `cancelled` record and exits
+                for wait_s, cancel in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
+                    for _, job, _ in running:
+                        if cancel and not job.done():
+                            job.cancel()
+                    deadline = time.monotonic() + wait_s
+                    while any(not job.done() for _, job, _ in running) and time.monotonic() < deadline:
+                        time.sleep(0.2)
+                while running:
+                    point, job, t0 = running.pop(0)
+                    elapsed = time.monotonic() - t0
+                    done(point, settle(job, point, sweep_dir, elapsed, cancelled=True), elapsed, progress)
+                progress.update(bar, description=describe())
                 raise
     finally:
+        watchdog.release(owner)
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
     return status
