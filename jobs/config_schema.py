@@ -29,7 +29,7 @@ class Key:
     min: float | None = None
     max: float | None = None
     choices: tuple = ()
-    items: "Key | None" = None        # list items
+    items: Key | None = None        # list items
     pattern: re.Pattern | None = None
     rule: str = ""                    # what `pattern` means, for the message
 

@@ -57,7 +57,7 @@ class Lock:
         self.path = sweep_dir / LOCK_NAME
         self.fd: int | None = None
 
-    def __enter__(self) -> "Lock":
+    def __enter__(self) -> Lock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

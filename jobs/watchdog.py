@@ -24,7 +24,8 @@ LOST = threading.Event()   # set in the worker once its sweep is gone
 def _stat(pid: int) -> tuple[str, str] | None:
     """(state, start time in clock ticks) from /proc, or None if there is no such process."""
     try:
-        text = open(f"/proc/{pid}/stat").read()
+        with open(f"/proc/{pid}/stat") as fh:
+            text = fh.read()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()

@@ -24,7 +24,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 def sweep(cwd: Path, *args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env=ENV, capture_output=True,
-                          text=True, timeout=600, **kw)
+                          text=True, timeout=600, check=False, **kw)
 
 
 def problems(make_cfg, *overrides: str) -> list[str]:
@@ -123,9 +123,9 @@ def test_pretrained_path_must_be_a_checkpoint(make_cfg, tmp_path):
 # --------------------------------------------------------------------------- one owner, no lost record
 
 def test_second_sweep_on_a_directory_is_refused(tmp_path):
-    with sweepdir.Lock(tmp_path):
-        with pytest.raises(sweepdir.SweepDirError, match=f"in use by another sweep \\(pid {os.getpid()} on "):
-            sweepdir.Lock(tmp_path).__enter__()
+    with sweepdir.Lock(tmp_path), pytest.raises(sweepdir.SweepDirError,
+                                                match=f"in use by another sweep \\(pid {os.getpid()} on "):
+        sweepdir.Lock(tmp_path).__enter__()
     with sweepdir.Lock(tmp_path):   # released at exit
         pass
 
@@ -165,7 +165,7 @@ def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, 
     proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
                              "workload.output_tokens=64", f"sweep.name={name}", "sweep.report=false"], cwd=cwd,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=lambda: os.umask(0))
+                            umask=0)
     worker = f"runs/{name}/submitit"
     deadline = time.monotonic() + 120
     while not any("accelsweep] point" in p.read_text() for p in (cwd / worker).glob("*/*_log.out")):
@@ -175,7 +175,7 @@ def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, 
     proc.send_signal(sig)
     t0 = time.monotonic()
     out = proc.communicate(timeout=120)[0]
-    while subprocess.run(["pgrep", "-f", str(cwd / worker)], capture_output=True).returncode == 0:
+    while subprocess.run(["pgrep", "-f", str(cwd / worker)], capture_output=True, check=False).returncode == 0:
         assert time.monotonic() - t0 < 60, "the worker kept running after its sweep"
         time.sleep(0.2)
     return proc, out, time.monotonic() - t0
