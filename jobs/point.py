@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import records, watchdog, workloads
+from jobs import files, records, watchdog, workloads
 from jobs.devices import Device, dist_backend, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
@@ -122,7 +122,7 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
-            (point_dir / f"rank{rank}.err").write_text(f"--- rank {rank} ---\n{tb}")
+            files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
     finally:
         if world > 1:
