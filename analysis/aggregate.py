@@ -15,9 +15,11 @@ from typing import Any, Iterable
 import pandas as pd
 
 from analysis.derived import add_derived
-from jobs.records import RECORD_NAME, read_record
+from jobs import files
+from jobs.records import RECORD_NAME, read_valid
 
 STATS = ("p10", "p90", "p99", "n")
+INVALID = "invalid"   # the status of a row that stands for a record file that could not be used
 PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_commit", "container",
               "start_time", "finish_time")
 
@@ -63,19 +65,28 @@ def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def aggregate(paths: Iterable[Path]) -> pd.DataFrame:
-    recs = []
+    """The table of every record under `paths`. A file that is not a valid record is skipped with a warning and
+    kept as a row with status `invalid` (listed on the report's failures page)."""
+    recs, invalid = [], []
     for path in find_records(paths):
-        rec = read_record(path)
+        rec, why = read_valid(path)
         if rec is None:
-            print(f"warning: skipping unreadable record {path}", file=sys.stderr)
+            print(f"warning: skipping {path}: {why}", file=sys.stderr)
+            invalid.append(invalid_row(path, why))
             continue
         recs.append(rec)
-    return table_from_records(recs)
+    return table_from_records(recs, invalid)
 
 
-def table_from_records(recs: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def invalid_row(path: Path, why: str) -> dict[str, Any]:
+    """A row standing for a record file that could not be used (points/<id>/record.json)."""
+    return {"point_id": path.parent.name, "sweep": path.parent.parent.parent.name, "status": INVALID,
+            "error_type": "InvalidRecord", "error_message": f"{path}: {why}", "log_tail": None}
+
+
+def table_from_records(recs: Iterable[dict[str, Any]], invalid: Iterable[dict[str, Any]] = ()) -> pd.DataFrame:
     """Records (as read from record.json) -> the table, one row per point, with the derived columns."""
-    rows = [flatten(rec) for rec in recs]
+    rows = [flatten(rec) for rec in recs] + list(invalid)
     if not rows:
         return pd.DataFrame(columns=["point_id", "sweep", "status"])
     table = one_row_per_point(pd.DataFrame(rows))
@@ -85,11 +96,13 @@ def table_from_records(recs: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 def write_table(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    """results.parquet and results.csv under `out_dir`, each written whole or not at all (files.WriteFailed)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     parquet, csv = out_dir / "results.parquet", out_dir / "results.csv"
-    table.to_parquet(parquet, index=False)
-    table.to_csv(csv, index=False)
+    with files.atomic(parquet) as tmp:
+        table.to_parquet(tmp, index=False)
+    with files.atomic(csv) as tmp:
+        table.to_csv(tmp, index=False)
     return parquet, csv
 
 
@@ -97,12 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.aggregate", description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", default=["runs"], help="sweep or runs directories (default: runs)")
     ap.add_argument("--out", type=Path, help="where to write results.parquet (default: the first directory)")
+    ap.add_argument("--allow-empty", action="store_true", help="write an empty table when no record is found "
+                                                               "(default: an error, exit status 2)")
     args = ap.parse_args(argv)
+    out = args.out or Path(args.runs[0])
+    if out.exists() and not out.is_dir():
+        ap.error(f"--out {out} is a file; give a directory")
     try:
         table = aggregate(args.runs)
     except FileNotFoundError as exc:
         ap.error(str(exc))
-    parquet, csv = write_table(table, args.out or Path(args.runs[0]))
+    if table.empty and not args.allow_empty:
+        ap.error(f"no records found under {', '.join(map(str, args.runs))} (looked for points/*/{RECORD_NAME} and "
+                 f"*/points/*/{RECORD_NAME}); --allow-empty writes an empty table")
+    try:
+        parquet, csv = write_table(table, out)
+    except files.WriteFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     counts = table["status"].value_counts().to_dict()
     print(f"{len(table)} point(s) ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}) -> {parquet}, {csv}")
     return 0

@@ -17,11 +17,26 @@ from jobs.plan import Point
 NAME = "manifest.json"
 
 
+class ManifestError(ValueError):
+    """manifest.json is there but is not a manifest (empty, truncated, edited by hand)."""
+
+
 class Manifest:
     def __init__(self, sweep_dir: Path):
         self.path = Path(sweep_dir) / NAME
-        self.data: dict[str, Any] = (json.loads(self.path.read_text()) if self.path.exists()
-                                     else {"points": {}, "submissions": []})
+        self.data: dict[str, Any] = self._read() if self.path.exists() else {"points": {}, "submissions": []}
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ManifestError(f"{self.path} cannot be read as a manifest ({exc}); move it aside to start a new "
+                                "one (the records under points/ are kept)") from None
+        if not (isinstance(data, dict) and isinstance(data.get("points"), dict)
+                and isinstance(data.get("submissions"), list)):
+            raise ManifestError(f"{self.path} is not a manifest (no points and submissions); move it aside to "
+                                "start a new one (the records under points/ are kept)")
+        return data
 
     @classmethod
     def load(cls, sweep_dir: Path) -> "Manifest":
@@ -36,7 +51,7 @@ class Manifest:
         """For the command-line tools: the manifest, or exit status 2 saying why."""
         try:
             return cls.load(sweep_dir)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, ManifestError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import workloads
+from jobs import config_schema, workloads
 from jobs.energy import CHOICES as ENERGY_CHOICES
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
@@ -151,11 +151,10 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     """Build one point and collect every reason it cannot run (never raises for bad values)."""
     problems: list[str] = []
     params: dict[str, Any] = {}
-    cards = cfg["cards"]
-    if not isinstance(cards, int) or isinstance(cards, bool) or cards < 1:  # every other check depends on it
-        return Point(point_id=point_id(cfg), sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg,
-                     params={}, command=rerun_command(list(overrides), cfg["sweep"]["name"]),
-                     problems=[f"cards={cards!r} must be a whole number >= 1"])
+    typed = config_schema.check(cfg)
+    if typed:  # every other check relies on the types
+        return Point(point_id=point_id(cfg), sweep=str(cfg["sweep"]["name"]), overrides=list(overrides), cfg=cfg,
+                     params={}, command=rerun_command(list(overrides), str(cfg["sweep"]["name"])), problems=typed)
     try:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
@@ -210,6 +209,9 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
     elif model["init"] == "pretrained" and here and not (model.get("path") and Path(model["path"]).is_dir()):
         problems.append(f"model={model['name']} has init=pretrained but model.path={model.get('path')!r} is not a "
                         "directory; point model.path at a local checkpoint or use model.init=random")
+    elif model["init"] == "pretrained" and here and not (Path(model["path"]) / "config.json").is_file():
+        problems.append(f"model={model['name']} has init=pretrained but model.path={model['path']!r} is not a "
+                        "checkpoint (no config.json in it); point model.path at a local checkpoint directory")
     if cfg["energy"] not in ENERGY_CHOICES:
         problems.append(f"energy={cfg['energy']!r} is not a meter; allowed: {', '.join(ENERGY_CHOICES)}")
     try:

@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import records, workloads
+from jobs import files, records, watchdog, workloads
 from jobs.devices import Device, dist_backend, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
@@ -69,9 +69,13 @@ def _status_of(exc: BaseException) -> str:
     return "failed"
 
 
-def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
-    """Measure the point in `spec` (see plan.Point.spec); return its status."""
+def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None = None) -> str:
+    """Measure the point in `spec` (see plan.Point.spec); return its status.
+
+    `owner`: the local sweep process (watchdog.identity); the point stops, cancelled, if it is gone."""
     start = records.now()
+    if owner is not None:
+        watchdog.watch(owner)
     cfg = spec["cfg"]
     point_dir = Path(sweep_dir) / "points" / spec["point_id"]
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -110,13 +114,15 @@ def run_point(spec: dict[str, Any], sweep_dir: str) -> str:
         if rank == 0:
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
             message = None
-            if type(exc).__name__ == "UncompletedJobError":
+            if watchdog.LOST.is_set():
+                message = f"stopped: the sweep (pid {owner['pid']}) that started this point was interrupted or is gone"
+            elif type(exc).__name__ == "UncompletedJobError":
                 why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
                 message = f"{why} ({exc})"
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
-            (point_dir / f"rank{rank}.err").write_text(f"--- rank {rank} ---\n{tb}")
+            files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
     finally:
         if world > 1:
@@ -131,17 +137,20 @@ def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list
                               device_name=device.name() if device else None,
                               device_runtime=device.runtime() if device else None)
     rec = records.make_record(point=spec, provenance=prov, **fields)
-    records.write_record(point_dir / records.RECORD_NAME, rec)
-    print(f"[accelsweep] point {spec['point_id']}: {rec['status']} -> {point_dir / records.RECORD_NAME}",
-          flush=True)
+    written = records.write_point_record(point_dir / records.RECORD_NAME, rec)
+    print(f"[accelsweep] point {spec['point_id']}: {rec['status']} -> {point_dir / records.RECORD_NAME}"
+          f"{'' if written else ' not written: a newer record of this point is there'}", flush=True)
 
 
 def failure_record(spec: dict[str, Any], sweep_dir: str, *, status: str, error: dict[str, str],
                    job_id: str | None = None, start_time: str | None = None, nodes: list[str] | None = None) -> Path:
-    """A record for a point whose job died without writing one (killed, timed out, cancelled)."""
+    """A record for a point whose job died without writing one (killed, timed out, cancelled).
+
+    It never replaces an ok record, nor one written by the same or a later run of the point (records.supersedes)."""
     prov = records.provenance(start_time=start_time or records.now(), job_id=job_id, nodes=nodes)
     path = Path(sweep_dir) / "points" / spec["point_id"] / records.RECORD_NAME
     rec = records.make_record(point=spec, provenance=prov, status=status, error=error)
-    return records.write_record(path, rec)
+    records.write_point_record(path, rec, observed=True)
+    return path
 
 

@@ -1,18 +1,20 @@
 """The point record: schema, atomic write, tolerant read, and provenance."""
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import os
 import platform
 import re
 import socket
 import subprocess
-import tempfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jobs import files
 from jobs.metrics import summarise
 
 SCHEMA_VERSION = 1
@@ -23,7 +25,10 @@ RECORD_NAME = "record.json"
 _ENV_PREFIXES = ("SLURM_", "SUBMITIT_", "CUDA_", "HIP_", "ROCR_", "HABANA_", "PT_HPU", "OMP_", "MKL_",
                  "HF_", "TRANSFORMERS_", "TORCH_", "NCCL_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK",
                  "ACCELSWEEP_", "APPTAINER_", "SINGULARITY_")
-_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
+_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")   # scheme://user:password@host
+_URL_SECRET_PARAM = re.compile(r"([?&][^=&#\s]*(?:token|key|secret|pass|credential|auth|sig)[^=&#\s]*=)[^&#\s]+",
+                               re.IGNORECASE)
 _PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "vllm", "optimum-habana", "submitit", "hydra-core")
 
 
@@ -37,19 +42,42 @@ def record_path(points_dir: Path, point_id: str) -> Path:
 
 def write_record(path: Path, record: dict[str, Any]) -> Path:
     """Write JSON atomically: a reader sees the old file or the new one, never half of one."""
+    text = json.dumps(record, indent=1, sort_keys=True, allow_nan=False, default=str)  # ValueError before any write
+    return files.write_text(path, text)
+
+
+def supersedes(new: dict[str, Any], old: dict[str, Any] | None, *, observed: bool = False) -> bool:
+    """Whether `new` may replace `old` at a point's record path: only a newer measurement of the same point does.
+
+    `observed`: `new` was written by someone who watched the job end (no measurement), e.g. "job died"; such a
+    record never replaces an ok measurement, and never one from the same or a later attempt."""
+    if old is None or old.get("point_id") != new.get("point_id"):
+        return True
+    t_new = (new.get("provenance") or {}).get("start_time") or ""
+    t_old = (old.get("provenance") or {}).get("start_time") or ""
+    if observed:
+        return old.get("status") != "ok" and t_new > t_old
+    return t_new > t_old or (t_new == t_old and (new.get("status") == "ok" or old.get("status") != "ok"))
+
+
+def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = False) -> bool:
+    """Write a point's record unless the one there is a newer (or ok) measurement; True if written.
+
+    The check and the rename happen under a lock on the point's directory, so two writers cannot interleave."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".record-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record, fh, indent=1, sort_keys=True, allow_nan=False, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise files.WriteFailed(exc.errno, exc.strerror or str(exc), str(path)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if not supersedes(record, read_record(path), observed=observed):
+            return False
+        write_record(path, record)
+        return True
+    finally:
+        os.close(fd)   # drops the lock
 
 
 def read_record(path: Path) -> dict[str, Any] | None:
@@ -63,15 +91,38 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return data
 
 
+def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(record, None) if the file at `path` is a record that follows the schema, else (None, why not)."""
+    import jsonschema
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror or exc}"
+    except ValueError as exc:
+        return None, f"not JSON (truncated?): {exc}"
+    try:
+        _validator().validate(data)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(map(str, exc.absolute_path)) or "the record"
+        return None, f"does not follow the record schema at {where}: {exc.message[:300]}"
+    return data, None
+
+
+@functools.lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(schema())
+
+
 def schema() -> dict[str, Any]:
     return json.loads(SCHEMA_PATH.read_text())
 
 
 def validate(record: dict[str, Any]) -> None:
     """Raise jsonschema.ValidationError if `record` does not follow the schema."""
-    import jsonschema
-
-    jsonschema.validate(record, schema())
+    _validator().validate(record)
 
 
 def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[float]] | None = None,
@@ -130,9 +181,14 @@ def git_commit() -> str | None:
     return sha + ("+dirty" if dirty else "") if sha else None
 
 
+def redact(value: str) -> str:
+    """A value with the credentials inside URLs removed (user:password@, ?token=...)."""
+    return _URL_SECRET_PARAM.sub(r"\1<redacted>", _URL_USERINFO.sub(r"\1<redacted>@", value))
+
+
 def redacted_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     environ = os.environ if environ is None else environ
-    return {k: ("<redacted>" if _SECRET.search(k) else v)
+    return {k: ("<redacted>" if _SECRET.search(k) else redact(v))
             for k, v in sorted(environ.items()) if k.startswith(_ENV_PREFIXES)}
 
 

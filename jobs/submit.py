@@ -18,7 +18,7 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool) -> tupl
         return list(points), []
     todo, measured = [], []
     for p in points:
-        rec = records.read_record(records.record_path(sweep_dir / "points", p.point_id))
+        rec, _ = records.read_valid(records.record_path(sweep_dir / "points", p.point_id))  # invalid: run again
         (measured if rec and rec["status"] == "ok" else todo).append(p)
     return todo, measured
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from hydra_plugins.accelsweep_launcher import point_config
-from jobs import plan, submit
+from jobs import files, plan, submit, sweepdir
 from jobs.finish import finish
-from jobs.manifest import Manifest
+from jobs.manifest import Manifest, ManifestError
 from jobs.schedulers import KINDS
 
 
@@ -24,8 +24,15 @@ class SubmissionFailed(RuntimeError):
     """Slurm refused some groups; the others were submitted."""
 
 
-def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
-    """Plan every point, then run or submit those without an ok record."""
+class PointsFailed(RuntimeError):
+    """Some points ended without an ok record (listed in the message)."""
+
+
+def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfig | None = None) -> list[plan.Point]:
+    """Plan every point, then run or submit those without an ok record.
+
+    Nothing is written before the points are accepted; the sweep directory is then locked for this run."""
+    points = plan.plan(configs)   # checks every value's type first
     first = configs[0][1]
     for key in ("sweep", "cluster", "dry_run", "force"):
         values = {repr(c[key]) for _, c in configs}
@@ -36,7 +43,6 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
         raise plan.SweepRejected([("cluster", f"cluster.kind={cluster['kind']!r} is not a scheduler; allowed: "
                                               f"{', '.join(KINDS)}")])
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
-    points = plan.plan(configs)
     here = [p for p in points if p.elsewhere is None]
     todo, measured = submit.split_measured(here, sweep_dir, force=first["force"])
     groups = plan.groups(todo)
@@ -57,36 +63,60 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
         return points
     if not todo and not elsewhere:
         print("nothing to run: every point already has an ok record (force=true runs them again)")
-    manifest = Manifest(sweep_dir)
-    entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
-    if cluster["kind"] == "local":
-        submit.run_local(groups, sweep_dir, cluster, manifest, entry)
-        if first["sweep"]["report"] and here:
-            finish(sweep_dir)
-        return points
-    refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=first["sweep"]["report"])
+    sweepdir.prepare(sweep_dir, group_readable=first["sweep"]["group_readable"])
+    with sweepdir.Lock(sweep_dir):
+        if hydra_config is not None:
+            files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
+        manifest = Manifest(sweep_dir)
+        entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
+        if cluster["kind"] == "local":
+            status = submit.run_local(groups, sweep_dir, cluster, manifest, entry)
+            if first["sweep"]["report"] and here:
+                finish(sweep_dir)
+            _raise_if_failed({p.point_id: p for p in todo}, status)
+            return points
+        refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=first["sweep"]["report"])
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
     if first["sweep"]["wait"] and manifest.job_ids():
         from jobs.status import summary_line
 
-        print(f"done: {summary_line(submit.wait(sweep_dir))}")
+        counts = submit.wait(sweep_dir)
+        print(f"done: {summary_line(counts)}")
         if (sweep_dir / "site" / "index.html").exists():
             print(f"report:  {sweep_dir / 'site' / 'index.html'}")
+        if any(n for s, n in counts.items() if s != "ok"):
+            raise PointsFailed(f"not every point is ok: {summary_line(counts)}; python -m jobs.status {sweep_dir} "
+                               "lists them")
     if refused:
         raise SubmissionFailed("\n".join(refused))
     return points
 
 
-def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]]) -> None:
-    """run(), with a rejected sweep reported as a short message and exit status 2 (1 if Slurm refused)."""
+def _raise_if_failed(points: dict[str, plan.Point], status: dict[str, str]) -> None:
+    bad = [(pid, st) for pid, st in status.items() if st != "ok"]
+    bad += [(pid, "not run") for pid in points if pid not in status]
+    if bad:
+        raise PointsFailed(f"{len(bad)} point(s) did not succeed:\n" + "\n".join(
+            f"  {st:<9} {pid}  {points[pid].label}" for pid, st in bad))
+
+
+def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfig | None = None) -> None:
+    """run(), with exit status 2 for rejected input (a short message, no traceback) and 1 when points failed."""
     try:
-        run(configs)
-    except plan.SweepRejected as exc:
+        run(configs, hydra_config)
+    except (plan.SweepRejected, sweepdir.SweepDirError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except SubmissionFailed as exc:
         print(f"error: Slurm refused part of the sweep; the rest was submitted:\n{exc}", file=sys.stderr)
+        sys.exit(1)
+    except (PointsFailed, files.WriteFailed) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("error: interrupted; the records of finished points are kept, and the same command resumes the sweep",
+              file=sys.stderr)
         sys.exit(1)
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
+from jobs import files
 from report.charts import fmt_num
 from report.pages import Page, discover
 
@@ -48,15 +49,26 @@ def find_inputs(paths: Iterable[Path | str]) -> list[Path]:
 
 
 def load(paths: Iterable[Path | str]) -> pd.DataFrame:
-    files = find_inputs(paths)
-    if not files:
+    found = find_inputs(paths)
+    if not found:
         return normalize(pd.DataFrame())
-    tables = [pd.read_parquet(f) for f in files]
+    tables = [_read(f) for f in found]
     tables = [t for t in tables if not t.empty] or tables[:1]
     table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
-    if len(files) > 1 and "point_id" in table:
+    if len(found) > 1 and "point_id" in table:
         table = one_row_per_point(table).sort_index()
     return normalize(table)
+
+
+def _read(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path} is not a results table (parquet): {exc}") from None
+
+
+class InputError(ValueError):
+    """An input that is there but cannot be read."""
 
 
 def normalize(table: pd.DataFrame) -> pd.DataFrame:
@@ -105,8 +117,7 @@ def _write_schema(data_dir: Path) -> Path | None:
         return None
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / SCHEMA_FILE
-    path.write_text(json.dumps(schema, indent=2) + "\n", encoding="utf-8")
-    return path
+    return files.write_text(path, json.dumps(schema, indent=2) + "\n")
 
 
 def _size(path: Path) -> str:
@@ -122,16 +133,15 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     out = Path(out)
     table = normalize(table)
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
-    (out / "assets").mkdir(parents=True, exist_ok=True)
-    (out / "assets" / "vega.js").write_text(vega_bundle(), encoding="utf-8")
-    (out / "assets" / "style.css").write_text((STATIC / "style.css").read_text(encoding="utf-8"),
-                                              encoding="utf-8")
+    files.write_text(out / "assets" / "vega.js", vega_bundle())
+    files.copy_file(STATIC / "style.css", out / "assets" / "style.css")
     data_links = _write_data(table, out / "data")
     _write_schema(out / "data")
     comparison_link = None
     if comparison is not None:
         path = out / "data" / COMPARISON_NAME
-        comparison.rows.to_csv(path, index=False)
+        with files.atomic(path) as tmp:
+            comparison.rows.to_csv(tmp, index=False)
         comparison_link = {"href": f"data/{COMPARISON_NAME}", "label": COMPARISON_NAME, "size": _size(path)}
 
     pages = [p for p in (pages if pages is not None else discover())
@@ -151,7 +161,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
         html = env.get_template(page.template).render(
             **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
             charts=page.charts(table))
-        (out / page.filename).write_text(html, encoding="utf-8")
+        files.write_text(out / page.filename, html)
     return out / "index.html"
 
 
@@ -165,19 +175,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=TOLERANCE,
                     help=f"relative change beyond which a metric is a regression or improvement "
                          f"(default: {TOLERANCE}, i.e. ±{TOLERANCE * 100:g}%%)")   # %% for argparse
+    ap.add_argument("--allow-empty", action="store_true",
+                    help="build a report with no points when the inputs hold none (default: an error, exit status 2)")
     args = ap.parse_args(argv)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
+    if args.out.exists() and not args.out.is_dir():
+        ap.error(f"--out {args.out} is a file; give a directory")
     try:
         table = load(args.inputs)
         baseline = load(args.baseline) if args.baseline else None
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, InputError) as exc:
         ap.error(str(exc))
+    if table.empty and not args.allow_empty:
+        ap.error(f"no points found in {', '.join(map(str, args.inputs))} (no {RESULTS_NAME} with rows, directly or "
+                 "one directory down); --allow-empty builds an empty report")
     if table.empty:
         print("warning: no points found; building an empty report", file=sys.stderr)
     if baseline is not None and baseline.empty:
         print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
-    index = build(table, args.out, baseline=baseline, tolerance=args.tolerance)
+    try:
+        index = build(table, args.out, baseline=baseline, tolerance=args.tolerance)
+    except files.WriteFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(index.resolve())
     return 0
 

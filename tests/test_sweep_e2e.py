@@ -57,14 +57,18 @@ def test_example_sweep_records_table_report(example, tmp_path):
 def test_resume_skips_measured_and_failures_do_not_stop_others(example, tmp_path):
     cwd, _ = example
     before = {p: p.stat().st_mtime_ns for p in (cwd / "runs/default/points").glob("*/record.json")}
-    empty = tmp_path / "empty-checkpoint"
+    empty = tmp_path / "broken-checkpoint"   # passes the plan's check (it has a config.json), fails to load
     empty.mkdir()
+    (empty / "config.json").write_text("{}")
     # model.path is not part of a point's id, init is: the two random points are already measured
     proc = sweep(cwd, "-m", "model=tiny-llama", "precision=fp32", "cards=1,2", "model.init=random,pretrained",
-                 f"model.path={empty}")
+                 f"model.path={empty}", check=False)
     out = proc.stdout
     assert "2 already measured (skipped), 2 to run" in out, out
     assert "[1/2] failed" in out and "[2/2] failed" in out
+    # exit status 1: some points did not succeed, and they are listed
+    assert proc.returncode == 1 and "2 point(s) did not succeed" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
     after = {p: p.stat().st_mtime_ns for p in (cwd / "runs/default/points").glob("*/record.json")}
     assert all(after[p] == t for p, t in before.items())       # nothing already measured was touched
     failed = [json.loads(p.read_text()) for p in after if p not in before]

@@ -67,6 +67,20 @@ class AccelsweepSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """The launcher composes every point; composing each here too would double the cost."""
 
+    def sweep(self, arguments: list[str]) -> Any:
+        """BasicSweeper.sweep, less its writing of multirun.yaml into hydra.sweep.dir before any point is checked:
+        the sweep writes it into runs/<name>/ once the points are accepted (never for a rejected or dry run)."""
+        params = self._parse_config()
+        params.extend(arguments)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        self.overrides = self.split_arguments(parser.parse_overrides(params), self.max_batch_size)
+        returns, initial_job_idx = [], 0
+        while not self.is_done():
+            batch = self.get_job_batch()
+            returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
+            initial_job_idx += len(batch)
+        return returns
+
 
 def _is_value(o: Override, groups: set[str]) -> bool:
     """A plain key=value (or +key=value) that needs no re-composition of the defaults list."""
@@ -150,5 +164,5 @@ class AccelsweepLauncher(Launcher):
 
         compose = PointComposer(self.hydra_context.config_loader, self.config)
         configs = [(list(overrides), compose(list(overrides))) for overrides in job_overrides]
-        run_or_exit(configs)
+        run_or_exit(configs, hydra_config=self.config)
         return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None) for o in job_overrides]

@@ -1,0 +1,70 @@
+"""Every output file is written whole or not at all: a temp file beside it, fsynced, then renamed over it.
+
+A reader (or a crash, or a full disk) sees the old file or the new one, never
+half of one. A failed write raises WriteFailed, which names the file.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class WriteFailed(OSError):
+    """An output file could not be written (disk full, not writable, a file where a directory should be)."""
+
+    def __str__(self) -> str:
+        return f"could not write {self.filename}: {self.strerror}"
+
+
+def _failed(path: Path, exc: OSError) -> WriteFailed:
+    return WriteFailed(exc.errno, exc.strerror or str(exc), str(path))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic(path: Path | str) -> Iterator[Path]:
+    """Yield a temp path beside `path` to write; once the block succeeds it replaces `path`."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise _failed(path, exc) from None
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give what a plain open() would
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except WriteFailed:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _failed(path, exc) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path | str, text: str) -> Path:
+    with atomic(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def copy_file(src: Path | str, dst: Path | str) -> Path:
+    """Copy the bytes of `src` to `dst` atomically (permissions from the umask, not from `src`)."""
+    with atomic(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return Path(dst)

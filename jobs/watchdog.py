@@ -1,0 +1,92 @@
+"""A local worker stops when the sweep that started it stops (Ctrl-C, SIGTERM) or is gone (SIGKILL, a crash).
+
+submitit's local controller is made to outlive its parent, and signals do not
+reliably reach the worker (a SIGINT ignored by a background shell is ignored
+by every child; submitit's task ignores SIGTERM). So the worker watches: its
+sweep's pid (with its start time, so a reused pid does not count as the
+sweep) and a stop file the sweep creates when it is interrupted. Then it
+interrupts itself: the point writes a `cancelled` record, and nothing keeps
+measuring unowned or alongside a re-run of the same point.
+"""
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Any
+
+LOST = threading.Event()   # set in the worker once its sweep is gone
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, start time in clock ticks) from /proc, or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], fields[19]
+
+
+def identity(stop_dir: str | os.PathLike, pid: int | None = None) -> dict[str, Any]:
+    """What identifies this (or `pid`'s) process to a worker on this machine, and its stop file in `stop_dir`."""
+    pid = pid or os.getpid()
+    stat = _stat(pid)
+    return {"pid": pid, "host": socket.gethostname(), "start": stat[1] if stat else None,
+            "stop": os.path.join(stop_dir, f".stop-{pid}")}
+
+
+def stop(owner: dict[str, Any]) -> None:
+    """Ask the owner's workers to stop (they poll for the file)."""
+    open(owner["stop"], "a").close()
+
+
+def release(owner: dict[str, Any]) -> None:
+    try:
+        os.unlink(owner["stop"])
+    except FileNotFoundError:
+        pass
+
+
+def stopped(owner: dict[str, Any]) -> bool:
+    return os.path.exists(owner["stop"]) or not alive(owner)
+
+
+def alive(owner: dict[str, Any]) -> bool:
+    if owner.get("host") != socket.gethostname():
+        return True   # cannot tell from here
+    stat = _stat(owner["pid"])
+    if stat is None:
+        if not os.path.isdir("/proc/self"):   # no /proc (not Linux): signal 0 only asks whether the pid exists
+            try:
+                os.kill(owner["pid"], 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                pass
+            return True
+        return False
+    state, start = stat
+    return state not in ("Z", "X") and (owner.get("start") is None or start == owner["start"])
+
+
+def watch(owner: dict[str, Any], poll_s: float = 0.5, grace_s: float = 30.0) -> threading.Thread:
+    """Interrupt this process (KeyboardInterrupt in the main thread) once `owner` stopped or is gone; SIGKILL it
+    `grace_s` later if it is still running (stuck in a collective or in native code). Call from the main thread."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # interrupt_main does nothing while SIGINT is ignored
+
+    def loop() -> None:
+        while not stopped(owner):
+            time.sleep(poll_s)
+        LOST.set()
+        _thread.interrupt_main()
+        time.sleep(grace_s)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    thread = threading.Thread(target=loop, name="accelsweep-owner-watch", daemon=True)
+    thread.start()
+    return thread

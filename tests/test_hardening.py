@@ -1,0 +1,448 @@
+"""Bad input and faults (issue 14): each test is one row of the README's "Bad input and faults" table."""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import aggregate
+from jobs import config_schema, files, plan, records, sweepdir, watchdog
+from jobs.manifest import Manifest, ManifestError
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def sweep(cwd: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env=ENV, capture_output=True,
+                          text=True, timeout=600, check=False, **kw)
+
+
+def problems(make_cfg, *overrides: str) -> list[str]:
+    return plan.make_point(make_cfg(*overrides), list(overrides)).problems
+
+
+def _spec(pid: str = "0123456789ab") -> dict:
+    return {"point_id": pid, "sweep": "t", "command": "python -m jobs.sweep",
+            "params": {"workload": "inference", "hardware": "cpu", "model": "m", "precision": "fp32", "cards": 1,
+                       "nodes": 1}}
+
+
+def _record(status: str = "ok", start: str = "2026-01-01T00:00:00+00:00", pid: str = "0123456789ab") -> dict:
+    prov = {**records.provenance(start_time=start), "start_time": start}
+    return records.make_record(point=_spec(pid), status=status, samples={"latency_s": [1.0, 2.0]}, provenance=prov,
+                               error=None if status == "ok" else records.error_info(type_="X", message="m"))
+
+
+# --------------------------------------------------------------------------- paths and names
+
+@pytest.mark.parametrize("name", ["../../../x", "/tmp/abs", "", ".", "..", "a/b", "-x"])
+def test_unsafe_sweep_name_rejected(make_cfg, name):
+    (why,) = problems(make_cfg, f"sweep.name={name}")
+    assert why.startswith(f"sweep.name={name!r} must be one path component")
+
+
+def test_numeric_sweep_name_is_a_name(make_cfg):
+    cfg = make_cfg("sweep.name=2024")
+    assert plan.make_point(cfg, []).problems == [] and cfg["sweep"]["name"] == "2024"
+
+
+def test_rejected_or_dry_sweep_writes_nothing(tmp_path):
+    """Names that escape runs/ are rejected (exit 2) and nothing at all is written; nor by a dry run."""
+    cwd = tmp_path / "a" / "b" / "c"
+    cwd.mkdir(parents=True)
+    proc = sweep(cwd, "-m", "sweep.name=../../../x,.,/tmp/accelsweep-abs", "cards=1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("must be one path component") == 3
+    single = sweep(cwd, "sweep.name=../../escape")          # without -m: Hydra's run mode
+    assert single.returncode == 2 and "must be one path component" in single.stderr
+    dry = sweep(cwd, "-m", "cards=1,2", "dry_run=true")
+    assert dry.returncode == 0 and "dry run: nothing submitted" in dry.stdout
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == [] and not (cwd / "runs").exists()
+    assert not Path("/tmp/accelsweep-abs").exists()
+
+
+# --------------------------------------------------------------------------- values
+
+@pytest.mark.parametrize("override,message", [
+    ("dry_run=no", "dry_run='no' must be true or false"),
+    ("force=no", "force='no' must be true or false"),
+    ("sweep.report=yes", "sweep.report='yes' must be true or false"),
+    ("workload.hf.compile=1", "workload.hf.compile=1 must be true or false"),
+    ("cluster.max_parallel=abc", "cluster.max_parallel='abc' must be a whole number >= 1"),
+    ("cluster.max_parallel=0", "cluster.max_parallel=0 must be a whole number >= 1"),
+    ("seed=abc", "seed='abc' must be a whole number >= 0"),
+    ("seed=1.5", "seed=1.5 must be a whole number >= 0"),
+    ("workload.batch_size=true", "workload.batch_size=True must be a whole number >= 1"),
+    ("workload.vllm.gpu_memory_utilization=1.5", "must be a number >= 0.01 and <= 1"),
+    ("device_override=tpu", "device_override='tpu' is not allowed; allowed: cuda, rocm, hpu, cpu"),
+    ("+cluster.max_paralel=2", "cluster.max_paralel is not a known key"),
+])
+def test_typed_config(make_cfg, override, message):
+    found = problems(make_cfg, override)
+    assert len(found) == 1 and message in found[0], found
+
+
+def test_launcher_fast_path_values_are_validated():
+    """The launcher sets plain values on a copy of a resolved config; the plan still checks their types."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from hydra_plugins.accelsweep_launcher import PointComposer
+
+    with initialize_config_module(config_module="hydra_conf", version_base="1.3"):
+        compose_point = PointComposer(GlobalHydra.instance().config_loader(),
+                                      compose("config", return_hydra_config=True))
+        cfg = compose_point(["dry_run=no", "cluster.max_parallel=abc"])
+    assert {p.split(" must")[0] for p in plan.make_point(cfg, []).problems} == {
+        "dry_run='no'", "cluster.max_parallel='abc'"}
+
+
+def test_shipped_configs_follow_the_schema(make_cfg):
+    for group in ("hardware", "model", "precision", "cluster"):
+        for f in sorted((ROOT / "hydra_conf" / group).glob("*.yaml")):
+            assert config_schema.check(make_cfg(f"{group}={f.stem}")) == [], f
+
+
+def test_pretrained_path_must_be_a_checkpoint(make_cfg, tmp_path):
+    (why,) = [p for p in problems(make_cfg, "model=tinyllama-1.1b", f"model.path={tmp_path}") if "model.path" in p]
+    assert "is not a checkpoint (no config.json in it)" in why
+    (tmp_path / "config.json").write_text("{}")
+    assert not [p for p in problems(make_cfg, "model=tinyllama-1.1b", f"model.path={tmp_path}") if "model.path" in p]
+
+
+# --------------------------------------------------------------------------- one owner, no lost record
+
+def test_second_sweep_on_a_directory_is_refused(tmp_path):
+    with sweepdir.Lock(tmp_path), pytest.raises(sweepdir.SweepDirError,
+                                                match=f"in use by another sweep \\(pid {os.getpid()} on "):
+        sweepdir.Lock(tmp_path).__enter__()
+    with sweepdir.Lock(tmp_path):   # released at exit
+        pass
+
+
+def test_observed_failure_never_replaces_an_ok_measurement(tmp_path):
+    """The JobDied fault: a run's end-of-job check must not overwrite another run's ok record."""
+    from jobs.point import failure_record
+
+    path = records.record_path(tmp_path / "points", "0123456789ab")
+    records.write_point_record(path, _record("ok", start="2026-01-01T00:00:05+00:00"))
+    failure_record(_spec(), str(tmp_path), status="failed", start_time="2026-01-01T00:00:09+00:00",
+                   error=records.error_info(type_="JobDied", message="job ended without a record"))
+    assert records.read_record(path)["status"] == "ok"
+
+
+@pytest.mark.parametrize("old,new,observed,replaced", [
+    (("failed", "10"), ("ok", "11"), False, True),      # a newer measurement replaces
+    (("ok", "10"), ("failed", "11"), False, True),      # ... whatever its status (force=true re-ran it)
+    (("ok", "11"), ("ok", "10"), False, False),         # an older one never does
+    (("ok", "10"), ("failed", "10"), False, False),     # same start: ok stays
+    (("failed", "10"), ("failed", "11"), True, True),   # a job that died after an older failure
+    (("failed", "11"), ("failed", "10"), True, False),  # the attempt's own record beats the observer
+])
+def test_record_replacement_rule(tmp_path, old, new, observed, replaced):
+    path = tmp_path / "record.json"
+    first = _record(old[0], start=f"2026-01-01T00:00:{old[1]}+00:00")
+    records.write_point_record(path, first)
+    second = _record(new[0], start=f"2026-01-01T00:00:{new[1]}+00:00")
+    assert records.write_point_record(path, second, observed=observed) is replaced
+    assert records.read_record(path) == (second if replaced else first)
+
+
+def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, str, float]:
+    """Start a long one-point local sweep (under umask 000), send `sig` to the sweep process alone once its
+    worker measures; returns (process, output, seconds until no worker was left)."""
+    name = sig.name.lower()
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
+                             "workload.output_tokens=64", f"sweep.name={name}", "sweep.report=false"], cwd=cwd,
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            umask=0)
+    worker = f"runs/{name}/submitit"
+    deadline = time.monotonic() + 120
+    while not any("accelsweep] point" in p.read_text() for p in (cwd / worker).glob("*/*_log.out")):
+        assert time.monotonic() < deadline and proc.poll() is None, "the worker never started"
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.send_signal(sig)
+    t0 = time.monotonic()
+    out = proc.communicate(timeout=120)[0]
+    while subprocess.run(["pgrep", "-f", str(cwd / worker)], capture_output=True, check=False).returncode == 0:
+        assert time.monotonic() - t0 < 60, "the worker kept running after its sweep"
+        time.sleep(0.2)
+    return proc, out, time.monotonic() - t0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_interrupted_sweep_stops_its_workers(tmp_path, sig):
+    proc, out, _ = _interrupt_sweep(tmp_path, sig)
+    sweep_dir = tmp_path / "runs" / sig.name.lower()
+    (rec,) = [json.loads(p.read_text()) for p in (sweep_dir / "points").glob("*/record.json")]
+    assert rec["status"] == "cancelled" and "was interrupted or is gone" in rec["error"]["message"], rec["error"]
+    if sig != signal.SIGKILL:
+        assert proc.returncode == 1 and "cancelled" in out and "interrupted" in out, out
+        assert "Traceback" not in out
+    # private files under umask 000: submitit unpickles what it finds there
+    for path in [sweep_dir, *sweep_dir.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
+    assert list(sweep_dir.rglob("*.pkl"))
+
+
+def test_worker_watchdog_interrupts_when_its_sweep_stops(tmp_path):
+    owner = watchdog.identity(tmp_path)
+    assert not watchdog.stopped(owner)
+    watchdog.stop(owner)
+    assert watchdog.stopped(owner)
+    watchdog.release(owner)
+    assert not watchdog.stopped(owner)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert watchdog.stopped(watchdog.identity(tmp_path, pid=gone.pid))
+
+
+# --------------------------------------------------------------------------- invalid records
+
+@pytest.mark.parametrize("broken", ["id_and_status_only", "no_p10", "truncated"])
+def test_invalid_record_is_skipped_and_listed(tmp_path, broken, capsys):
+    from report.build import build
+
+    good = _record("ok", pid="aaaaaaaaaaaa")
+    bad = _record("ok", pid="bbbbbbbbbbbb")
+    records.write_record(records.record_path(tmp_path / "points", "aaaaaaaaaaaa"), good)
+    bad_path = records.record_path(tmp_path / "points", "bbbbbbbbbbbb")
+    if broken == "id_and_status_only":
+        records.write_record(bad_path, {"point_id": "bbbbbbbbbbbb", "status": "ok"})
+    elif broken == "no_p10":
+        del bad["metrics"]["latency_s"]["p10"]
+        records.write_record(bad_path, bad)
+    else:
+        bad_path.parent.mkdir(parents=True)
+        bad_path.write_text(json.dumps(bad)[:200])
+    table = aggregate.aggregate([tmp_path])
+    assert f"warning: skipping {bad_path}" in capsys.readouterr().err
+    assert table.set_index("point_id")["status"].to_dict() == {"aaaaaaaaaaaa": "ok", "bbbbbbbbbbbb": "invalid"}
+    build(table, tmp_path / "site")
+    failures = (tmp_path / "site" / "failures.html").read_text()
+    assert "InvalidRecord" in failures and str(bad_path) in failures
+
+
+def test_invalid_ok_record_is_measured_again(tmp_path):
+    from jobs.submit import split_measured
+
+    records.write_record(records.record_path(tmp_path / "points", "bbbbbbbbbbbb"),
+                         {"point_id": "bbbbbbbbbbbb", "status": "ok"})
+    point = plan.Point(point_id="bbbbbbbbbbbb", sweep="t", overrides=[], cfg={}, params={}, command="")
+    assert split_measured([point], tmp_path, force=False) == ([point], [])
+
+
+# --------------------------------------------------------------------------- disk full, unwritable
+
+@pytest.fixture
+def disk_full(monkeypatch):
+    """Every fsync fails as on a full disk (the data was written to a temp file, the rename never happens)."""
+    def full(_fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+
+
+def test_table_written_whole_or_not_at_all(tmp_path, disk_full):
+    (tmp_path / "results.parquet").write_bytes(b"old table")
+    table = pd.DataFrame({"point_id": ["a"], "sweep": ["s"], "status": ["ok"]})
+    with pytest.raises(files.WriteFailed, match="could not write .*results.parquet: No space left on device"):
+        aggregate.write_table(table, tmp_path)
+    assert (tmp_path / "results.parquet").read_bytes() == b"old table"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet"]   # no temp file left
+
+
+def test_site_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from report import build as report_build
+
+    site = tmp_path / "site"
+    (site / "assets").mkdir(parents=True)
+    (site / "assets" / "vega.js").write_text("old vega")
+    real_fsync = os.fsync
+
+    def fail_on_bundle(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").split("/")[-1].startswith(".vega.js."):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fail_on_bundle)
+    table = pd.DataFrame({"point_id": ["a"], "sweep": ["s"], "status": ["ok"]})
+    with pytest.raises(files.WriteFailed, match="vega.js: No space left on device"):
+        report_build.build(table, site)
+    assert (site / "assets" / "vega.js").read_text() == "old vega"
+    assert not [p for p in site.rglob("*.tmp")]
+
+
+def test_point_whose_record_cannot_be_written_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+    """ENOSPC or an unwritable points directory: the point fails with a message; the sweep goes on."""
+    from jobs.schedulers import local
+
+    class Job:
+        def done(self):
+            return True
+
+        def exception(self):
+            return RuntimeError("worker could not write its record")
+
+        def stdout(self):
+            return "log line"
+
+        stderr = stdout
+
+    class Executor:
+        def __init__(self):
+            self.n = 0
+
+        def submit(self, fn, spec, sweep_dir, owner):
+            self.n += 1
+            if self.n == 1:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return Job()
+
+    monkeypatch.setattr(local, "_executor", lambda resources, folder: Executor())
+    real = records.write_point_record
+
+    def write(path, rec, observed=False):
+        if rec["point_id"] == "bbbbbbbbbbbb":
+            raise files.WriteFailed(errno.EACCES, "Permission denied", str(path))
+        return real(path, rec, observed=observed)
+    monkeypatch.setattr(records, "write_point_record", write)
+    res = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
+                         gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
+                         account=None, qos=None)
+    pts = [plan.Point(point_id=pid, sweep="t", overrides=[f"seed={i}"], cfg={}, params=_spec(pid)["params"],
+                      command="c", resources=res) for i, pid in enumerate(["aaaaaaaaaaaa", "bbbbbbbbbbbb",
+                                                                             "cccccccccccc"])]
+    status = local.run({"g": pts}, tmp_path, max_parallel=1)
+    assert status == {"aaaaaaaaaaaa": "failed", "bbbbbbbbbbbb": "failed", "cccccccccccc": "failed"}
+    assert "no record could be written: could not write" in capsys.readouterr().err
+    written = {p.parent.name for p in (tmp_path / "points").glob("*/record.json")}
+    assert written == {"aaaaaaaaaaaa", "cccccccccccc"}
+
+
+def test_runs_dir_checked_up_front(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(sweepdir.SweepDirError, match="cannot write to the sweep directory .*choose another"):
+        sweepdir.prepare(blocker / "name")
+    monkeypatch.setattr(sweepdir.shutil, "disk_usage", lambda p: type("U", (), {"free": 5 * 2**20})())
+    with pytest.raises(sweepdir.SweepDirError, match="only 5 MB free"):
+        sweepdir.prepare(tmp_path / "ok")
+
+
+def test_unwritable_runs_dir_is_a_message(tmp_path):
+    (tmp_path / "runs").write_text("a file where the runs directory should be")
+    proc = sweep(tmp_path, "-m", "cards=1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "cannot write to the sweep directory" in proc.stderr
+
+
+# --------------------------------------------------------------------------- exit codes and messages
+
+def _cli(capsys, main, *argv) -> tuple[int, str]:
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+def test_out_that_is_a_file(tmp_path, capsys):
+    from report.build import main as build_main
+
+    records.write_record(records.record_path(tmp_path / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    (tmp_path / "out").write_text("")
+    rc, err = _cli(capsys, aggregate.main, str(tmp_path), "--out", str(tmp_path / "out"))
+    assert rc == 2 and "is a file; give a directory" in err
+    aggregate.main([str(tmp_path)])
+    rc, err = _cli(capsys, build_main, str(tmp_path), "--out", str(tmp_path / "out"))
+    assert rc == 2 and "is a file; give a directory" in err
+
+
+def test_empty_input_is_an_error_unless_allowed(tmp_path, capsys):
+    from report.build import main as build_main
+
+    (tmp_path / "runs").mkdir()
+    rc, err = _cli(capsys, aggregate.main, str(tmp_path / "runs"))
+    assert rc == 2 and "no records found" in err and "--allow-empty" in err
+    assert list((tmp_path / "runs").iterdir()) == []
+    rc, err = _cli(capsys, build_main, str(tmp_path / "runs"), "--out", str(tmp_path / "site"))
+    assert rc == 2 and "no points found" in err and not (tmp_path / "site").exists()
+    assert aggregate.main([str(tmp_path / "runs"), "--allow-empty"]) == 0
+    assert build_main([str(tmp_path / "runs"), "--out", str(tmp_path / "site"), "--allow-empty"]) == 0
+
+
+def test_garbage_results_table(tmp_path, capsys):
+    from report.build import main as build_main
+
+    (tmp_path / "results.parquet").write_bytes(b"not parquet at all")
+    rc, err = _cli(capsys, build_main, str(tmp_path), "--out", str(tmp_path / "site"))
+    assert rc == 2 and "is not a results table (parquet)" in err
+
+
+@pytest.mark.parametrize("content", ["", "{\"points\": {", "[]"])
+def test_corrupt_manifest(tmp_path, capsys, content):
+    from jobs.status import main as status_main
+
+    (tmp_path / "manifest.json").write_text(content)
+    with pytest.raises(ManifestError, match="move it aside"):
+        Manifest(tmp_path)
+    rc, err = _cli(capsys, status_main, str(tmp_path))
+    assert rc == 2 and "manifest.json" in err and "Traceback" not in err
+
+
+def test_publish_onto_its_own_site(tmp_path, capsys):
+    from report.publish import main as publish_main
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<p>x</p>")
+    for target in (site, site / "www"):
+        rc, err = _cli(capsys, publish_main, str(site), str(target))
+        assert rc == 2 and "is the site" in err, err
+    assert publish_main([str(site), str(tmp_path / "www")]) == 0
+    assert stat.S_IMODE((tmp_path / "www" / "index.html").stat().st_mode) == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# --------------------------------------------------------------------------- security
+
+def test_private_and_group_readable_modes(tmp_path):
+    old = os.umask(0)
+    try:
+        sweepdir.prepare(tmp_path / "private")
+        files.write_text(tmp_path / "private" / "f", "x")
+        assert stat.S_IMODE((tmp_path / "private").stat().st_mode) == 0o700
+        assert stat.S_IMODE((tmp_path / "private" / "f").stat().st_mode) == 0o600
+        sweepdir.prepare(tmp_path / "shared", group_readable=True)
+        files.write_text(tmp_path / "shared" / "f", "x")
+        assert stat.S_IMODE((tmp_path / "shared").stat().st_mode) == 0o750
+        assert stat.S_IMODE((tmp_path / "shared" / "f").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_credentials_in_urls_and_names_are_redacted():
+    env = {"HF_ENDPOINT": "https://user:pw@hf.example/x", "ACCELSWEEP_DB": "postgres://u:pw@db:5432/x",
+           "ACCELSWEEP_DB_PASS_FILE": "/run/secret", "HF_MIRROR": "https://hf.example/x?token=abc&rev=1",
+           "ACCELSWEEP_AUTH_HEADER": "Bearer x", "HF_HOME": "/data/hf"}
+    assert records.redacted_env(env) == {
+        "HF_ENDPOINT": "https://<redacted>@hf.example/x", "ACCELSWEEP_DB": "postgres://<redacted>@db:5432/x",
+        "ACCELSWEEP_DB_PASS_FILE": "<redacted>", "HF_MIRROR": "https://hf.example/x?token=<redacted>&rev=1",
+        "ACCELSWEEP_AUTH_HEADER": "<redacted>", "HF_HOME": "/data/hf"}
