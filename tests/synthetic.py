@@ -9,7 +9,7 @@ import json
 import pandas as pd
 
 from analysis.aggregate import table_from_records
-from jobs.metrics import inference_repeat
+from jobs.workloads.inference.metrics import repeat as inference_repeat
 from jobs.records import make_record
 
 HARDWARE = {"a100": None, "h100": "a100", "h200": "h100", "mi250": None, "mi300x": "mi250"}

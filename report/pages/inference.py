@@ -307,4 +307,5 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
 
 
 PAGE = Page(slug="inference", title="Inference", template="inference.html", context=context, charts=charts,
-            applies=workload_page_applies(WORKLOAD), order=10)
+            applies=workload_page_applies(WORKLOAD), order=10, workload=WORKLOAD,
+            link=lambda row: f"inference.html#{throughput_id(str(row['hardware']))}")
