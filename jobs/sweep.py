@@ -13,8 +13,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from hydra_plugins.accelsweep_launcher import point_config
 from jobs import plan, submit
+from jobs.config import point_config
 from jobs.finish import finish
 from jobs.manifest import Manifest
 from jobs.schedulers import KINDS
@@ -94,4 +94,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if {"--help", "-h"} & set(sys.argv[1:]):   # a readable catalogue instead of Hydra's dump (--hydra-help: Hydra's)
+        from jobs.catalogue import main as catalogue
+
+        sys.exit(catalogue([]))
     main()

@@ -11,12 +11,17 @@ config-group choices, then sets plain values on a copy of the resolved
 config (when no interpolation could see them), or else applies the
 overrides with Hydra's own override code. The sweeper skips BasicSweeper's
 per-point validation compose, since the launcher composes (and so
-validates) every point anyway.
-"""
-from __future__ import annotations
+validates) every point anyway, and expands a study preset's sub-grids
+(`+experiment=<name>`, see jobs.experiment) into one list of points.
 
+This plugin depends on jobs/ (jobs.config, jobs.experiment, and jobs.sweep's
+run_or_exit when launching); nothing in jobs/ imports it.
+"""
+# No `from __future__ import annotations`: Hydra's plugin scan runs this module without registering it in
+# sys.modules, and dataclasses need it there to read string annotations.
 import copy
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -27,7 +32,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
+
+from jobs import experiment
+from jobs.config import point_config, without_hydra  # noqa: F401  (point_config: kept importable from here)
 
 
 @dataclass
@@ -51,21 +59,29 @@ def register() -> None:
 register()
 
 
-def without_hydra(cfg: DictConfig) -> DictConfig:
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.pop("hydra", None)
-    return cfg
-
-
-def point_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved point config without Hydra's own node."""
-    return OmegaConf.to_container(without_hydra(cfg), resolve=True, throw_on_missing=True)
-
-
 class AccelsweepSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """The launcher composes every point; composing each here too would double the cost."""
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """A study preset's sub-grids are crossed one by one and launched as one grid; else Hydra's own sweep."""
+        node = OmegaConf.select(self.config, "experiment")
+        if node is None or OmegaConf.select(self.config, "experiment.grid") is None:
+            return super().sweep(arguments)
+        exp = OmegaConf.to_container(node, resolve=True)
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        lines = [*self._parse_config(), *arguments]
+        given = {o.key_or_group for o in parser.parse_overrides(lines)}
+        try:
+            grids = experiment.subgrids(exp, given)
+        except experiment.BadPreset as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        print(experiment.describe(exp, grids), flush=True)
+        jobs: list[list[str]] = []
+        for grid in grids:
+            jobs += self.split_arguments(parser.parse_overrides([*experiment.override_lines(grid), *lines]), None)[0]
+        return [self.launcher.launch(jobs, initial_job_idx=0)]
 
 
 def _is_value(o: Override, groups: set[str]) -> bool:
