@@ -22,9 +22,9 @@ Definitions, as the source publishes them (published/README.md):
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 

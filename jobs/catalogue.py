@@ -98,11 +98,11 @@ def metric_tables() -> str:
     """Markdown: one table per registered workload, then the derived metrics (README's metric section)."""
     lines: list[str] = []
     for ms in workloads.metric_sets():
-        lines += [f"**{ms.workload}** (`jobs/workloads/{ms.workload}/metrics.py`): main throughput "
-                  f"`{ms.throughput}`, in {ms.work} per second.", ""]
+        lines += [(f"**{ms.workload}** (`jobs/workloads/{ms.workload}/metrics.py`): main throughput "
+                   f"`{ms.throughput}`, in {ms.work} per second."), ""]
         lines += _md_rows(ms.metrics, ms.throughput) + [""]
-    lines += ["**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` for every workload "
-              "from its main throughput):", ""]
+    lines += [("**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` for every workload "
+               "from its main throughput):"), ""]
     return "\n".join(lines + _md_rows(DERIVED))
 
 

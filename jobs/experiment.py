@@ -11,8 +11,9 @@ values for that key in every sub-grid, so a preset can be narrowed (`hardware=h1
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 PRESETS = Path(__file__).resolve().parents[1] / "hydra_conf" / "experiment"
 
@@ -52,8 +53,9 @@ def size(subgrid: dict[str, list[Any]]) -> int:
 
 def describe(experiment: dict[str, Any], grids: list[dict[str, list[Any]]]) -> str:
     """A few lines on what the preset expands to (printed before the plan)."""
-    lines = [f"experiment {experiment.get('name')}: {len(grids)} sub-grid(s), {sum(map(size, grids))} combination(s)"
-             " before de-duplication"]
+    total = sum(map(size, grids))
+    lines = [f"experiment {experiment.get('name')}: {len(grids)} sub-grid(s), {total} combination(s) before "
+             "de-duplication"]
     for i, g in enumerate(grids, 1):
         lines.append(f"  {i:>2}. " + " ".join(override_lines(g)) + f"  ({size(g)})")
     return "\n".join(lines)

@@ -71,7 +71,7 @@ def test_subgrids_cross_axes_and_yield_to_the_command_line():
 def _sweep(tmp_path, *args, timeout=600):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, check=False)
 
 
 @pytest.mark.slow

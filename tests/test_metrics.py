@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from jobs import metrics
-from jobs.workloads.inference.metrics import METRICS, repeat as inference_repeat
+from jobs.workloads.inference.metrics import METRICS
+from jobs.workloads.inference.metrics import repeat as inference_repeat
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])

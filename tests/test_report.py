@@ -263,10 +263,10 @@ def test_speedup_page_without_pairs(table, tmp_path):
 
 
 def test_data_page(table, tmp_path):
-    from jobs.metrics import DERIVED
-    from jobs.records import schema
     import markupsafe
 
+    from jobs.metrics import DERIVED
+    from jobs.records import schema
     from jobs.workloads.inference import METRICS
 
     site = build(table, tmp_path / "site").parent

@@ -14,9 +14,10 @@ Adding a workload = one subpackage here + one entry in WORKLOADS + its hydra_con
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobs.metrics import MetricSet
@@ -43,7 +44,7 @@ def names() -> list[str]:
     return sorted(WORKLOADS)
 
 
-def metric_set(name: str) -> "MetricSet | None":
+def metric_set(name: str) -> MetricSet | None:
     """The metric declarations of workload `name`, or None for a workload this installation does not know
     (e.g. a table from a newer version): its rows get no derived metrics rather than an error."""
     if not isinstance(name, str) or name not in WORKLOADS:
@@ -51,7 +52,7 @@ def metric_set(name: str) -> "MetricSet | None":
     return get(name).METRICS
 
 
-def metric_sets(names_: "Iterable[Any] | None" = None) -> "list[MetricSet]":
+def metric_sets(names_: Iterable[Any] | None = None) -> list[MetricSet]:
     """The metric sets of the named workloads (default: every registered one), unknown names left out."""
     found = [metric_set(n) for n in (sorted(WORKLOADS) if names_ is None else sorted({str(n) for n in names_}))]
     return [m for m in found if m is not None]

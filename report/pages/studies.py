@@ -15,7 +15,7 @@ from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, fmt_
 from report.pages import MAX_ROWS, Page, label
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _published(name: str) -> pd.DataFrame:
     return references.STUDIES[name].load()
 
