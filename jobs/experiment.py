@@ -53,9 +53,8 @@ def size(subgrid: dict[str, list[Any]]) -> int:
 
 def describe(experiment: dict[str, Any], grids: list[dict[str, list[Any]]]) -> str:
     """A few lines on what the preset expands to (printed before the plan)."""
-    total = sum(map(size, grids))
-    lines = [f"experiment {experiment.get('name')}: {len(grids)} sub-grid(s), {total} combination(s) before "
-             "de-duplication"]
+    name, total = experiment.get("name"), sum(map(size, grids))
+    lines = [f"experiment {name}: {len(grids)} sub-grid(s), {total} combination(s) before de-duplication"]
     for i, g in enumerate(grids, 1):
         lines.append(f"  {i:>2}. " + " ".join(override_lines(g)) + f"  ({size(g)})")
     return "\n".join(lines)

@@ -133,7 +133,8 @@ def test_study_comparison_hand_computed():
     assert vllm.loc[vllm.metric.eq("throughput_total_tok_s"), "ratio"].round(9).eq(0.8).all()
     assert vllm.loc[vllm.metric.eq("latency_s"), "ratio"].round(9).eq(1.25).all()
     ttft = vllm[vllm.metric.eq("ttft_s")]   # published at 1024x1024 only: 0.5 s measured
-    assert list(ttft["shape"]) == ["1024x1024"] and ttft["ratio"].iloc[0] == pytest.approx(0.5 / ttft["published"].iloc[0])
+    assert list(ttft["shape"]) == ["1024x1024"]
+    assert ttft["ratio"].iloc[0] == pytest.approx(0.5 / ttft["published"].iloc[0])
     assert set(got.engine) == {"vllm", "trt-llm"} and set(got.measured_engine) == {"vllm"}
     # 32-bit points are not compared with the 16-bit study
     assert references.compare_study(table.assign(precision="fp32"), study, ["latency_s"]).empty

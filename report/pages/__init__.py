@@ -3,7 +3,8 @@
 A workload (quantization, fine-tuning, super-resolution, ...) gets the overview, scaling, speedup, data and
 baseline pages from its metric declarations alone; its own pages live next to its code, in a ``report``
 module of its package (``jobs/workloads/<name>/report.py``, templates in a ``templates/`` folder beside it).
-Modules are found by :func:`discover` with pkgutil (and in every registered workload), sorted by ``Page.order``. When report.build has a baseline, it passes
+Modules are found by :func:`discover` with pkgutil (and in every registered workload), sorted by
+``Page.order``. When report.build has a baseline, it passes
 the analysis.compare.Comparison to every page's ``baseline`` hook (None otherwise).
 """
 from __future__ import annotations

@@ -75,9 +75,9 @@ def charts(table: pd.DataFrame) -> list[Chart]:
                 color=color("model", "model"), shape=alt.Shape("hardware:N"), tooltip=tooltip)
             same = alt.Chart(alt.Data(values=[{"x": 0, "y": 0}, {"x": top, "y": top}])).mark_line(
                 color="#555", strokeDash=[6, 4]).encode(x="x:Q", y="y:Q")
+            subtitle = "one mark per matched configuration and published engine; dashed: measured = published"
             spec = to_spec(base_config(alt.layer(same, points).properties(
-                width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle="one mark per matched configuration and "
-                                                                        "published engine; dashed: measured = published"))))
+                width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))))
             summary = (f"{len(d)} comparison{'s' if len(d) != 1 else ''}; measured / published: median "
                        f"{fmt_num(d['ratio'].median())}, from {fmt_num(d['ratio'].min())} to "
                        f"{fmt_num(d['ratio'].max())}.")
@@ -97,8 +97,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             "metrics": [{"name": m, "note": study.notes.get(m, ""), "id": chart_id(preset["file"], m)}
                         for m in rows["metric"].unique()],
             "keys": list(study.keys), "n": len(rows),
-            "rows": [{"keys": [r[k] for k in study.keys], "engine": r["engine"], "measured_engine": r["measured_engine"],
-                      "metric": r["metric"], "published": fmt_num(r["published"]), "measured": fmt_num(r["measured"]),
+            "rows": [{"keys": [r[k] for k in study.keys], "engine": r["engine"],
+                      "measured_engine": r["measured_engine"], "metric": r["metric"], "published": fmt_num(r["published"]), "measured": fmt_num(r["measured"]),
                       "ratio": fmt_num(r["ratio"])} for _, r in shown.iterrows()]})
     return {"sections": sections, "max_rows": MAX_ROWS}
 
