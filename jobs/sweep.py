@@ -90,6 +90,10 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]]) -> None:
 
 @hydra.main(version_base="1.3", config_path="pkg://hydra_conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    if (cfg.get("experiment") or {}).get("grid"):   # without -m, Hydra would run one point of the preset
+        print("error: +experiment=... is a grid of points; run it with -m (python -m jobs.sweep -m ...)",
+              file=sys.stderr)
+        sys.exit(2)
     run_or_exit([(list(HydraConfig.get().overrides.task), point_config(cfg))])
 
 

@@ -92,6 +92,12 @@ def test_preset_dry_run_shows_its_grid(tmp_path):
     assert "hardware=gh200 needs 1 cuda device(s)" in proc.stderr and "init=pretrained but model.path" in proc.stderr
 
 
+def test_preset_without_multirun_is_refused(tmp_path):
+    proc = _sweep(tmp_path, "+experiment=llm-inference-bench", "dry_run=true", timeout=120)
+    assert proc.returncode == 2 and "run it with -m" in proc.stderr
+    assert not list(tmp_path.glob("runs/*/points"))
+
+
 def test_help_is_the_catalogue(tmp_path):
     proc = _sweep(tmp_path, "--help", timeout=120)
     assert proc.returncode == 0, proc.stderr

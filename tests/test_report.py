@@ -14,7 +14,7 @@ import pytest
 from report.build import build, find_inputs, load, main
 from report.charts import embed_json
 from report.pages import discover
-from report.pages.inference import throughput_id
+from jobs.workloads.inference.report import throughput_id
 from tests.browser import CHROMIUM, check_pages
 
 EVIL_MODEL = "<script>alert(1)</script>"
