@@ -25,9 +25,10 @@ FIRST = ("precision",)   # series are precision · the workload's labels (its sc
 UNKNOWN = "unrecorded"
 # scaling mode -> (section title, what stays fixed as cards grow, the efficiency formula that then applies)
 KINDS = {
-    "strong": ("Strong scaling", "Total work fixed: batch_size is the job's batch, split over the cards",
+    "strong": ("Strong scaling", "Total work fixed: the job's work (inference: batch_size) is split over the cards",
                "T(1) / (N·T(N))"),
-    "weak": ("Weak scaling", "Work per card fixed: every card runs batch_size", "X(N) / (N·X(1))"),
+    "weak": ("Weak scaling", "Work per card fixed: every card does the same work (inference: runs batch_size)",
+             "X(N) / (N·X(1))"),
 }
 NO_MULTI = ("No multi-card data: every successful point ran on one card, so there is no scaling efficiency to "
             "show. Sweep cards=1,2,4,… to get one.")
