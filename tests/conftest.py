@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_module
 
-from hydra_plugins.accelsweep_launcher import point_config
+from jobs.config import point_config
 
 
 @pytest.fixture
