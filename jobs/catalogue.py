@@ -37,9 +37,12 @@ def tables() -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of every section of the page."""
     presets = []
     for p in experiment.presets():
-        grids = experiment.subgrids(p)
-        presets.append([f"+experiment={p['file']}", str(p.get("title", "")), str(len(grids)),
-                        str(sum(map(experiment.size, grids))), _join(p.get("metrics"))])
+        try:
+            grids = experiment.subgrids(p)
+            shape = [str(len(grids)), str(sum(map(experiment.size, grids)))]
+        except experiment.BadPreset as exc:
+            shape = ["invalid", str(exc)]
+        presets.append([f"+experiment={p['file']}", str(p.get("title", "")), *shape, _join(p.get("metrics"))])
     loads = []
     for name in workloads.names():
         ms = workloads.metric_set(name)
