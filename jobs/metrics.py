@@ -30,6 +30,10 @@ class Metric:
     cross_hardware: bool = True   # False: a property of the result (perplexity, PSNR), not of the hardware's speed
     label: str = ""               # short human name for headlines and axes (default: the name)
 
+    def __post_init__(self):
+        if self.better not in (HIGHER, LOWER, None):
+            raise ValueError(f"metric {self.name}: better={self.better!r} must be {HIGHER!r}, {LOWER!r} or None")
+
     @property
     def title(self) -> str:
         return self.label or self.name
@@ -72,10 +76,6 @@ class MetricSet:
     @property
     def main(self) -> Metric:
         return self.get(self.throughput)
-
-    def describe_throughput(self) -> str:
-        """e.g. "throughput_out_tok_s (tokens/s)"."""
-        return f"{self.throughput} ({self.main.unit})"
 
 
 SCALING_EFFICIENCY, SPEEDUP = "scaling_efficiency", "speedup_vs_previous"

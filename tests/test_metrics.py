@@ -74,6 +74,8 @@ def test_metric_set_rejects_a_bad_declaration():
         metrics.MetricSet("w", (x,), throughput="y", work="x")
     with pytest.raises(ValueError, match="main throughput"):   # a throughput must be better when higher
         metrics.MetricSet("w", (metrics.Metric("t_s", "s", "time", metrics.LOWER),), throughput="t_s", work="x")
+    with pytest.raises(ValueError, match="better='up' must be"):
+        metrics.Metric("x", "x", "x", "up")
     with pytest.raises(ValueError, match="declared twice"):
         metrics.MetricSet("w", (x, x), throughput="x_per_s", work="x")
     with pytest.raises(ValueError, match="lower-is-better and higher-is-better"):
