@@ -23,6 +23,7 @@ import copy
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -65,10 +66,9 @@ class AccelsweepSweeper(BasicSweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         """A study preset's sub-grids are crossed one by one and launched as one grid; else Hydra's own sweep."""
-        node = OmegaConf.select(self.config, "experiment")
-        if node is None or OmegaConf.select(self.config, "experiment.grid") is None:
+        if OmegaConf.select(self.config, "experiment.grid") is None:
             return super().sweep(arguments)
-        exp = OmegaConf.to_container(node, resolve=True)
+        exp = OmegaConf.to_container(self.config.experiment, resolve=True)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         lines = [*self._parse_config(), *arguments]
         given = {o.key_or_group for o in parser.parse_overrides(lines)}
@@ -81,6 +81,9 @@ class AccelsweepSweeper(BasicSweeper):
         jobs: list[list[str]] = []
         for grid in grids:
             jobs += self.split_arguments(parser.parse_overrides([*experiment.override_lines(grid), *lines]), None)[0]
+        sweep_dir = Path(self.config.hydra.sweep.dir)   # as BasicSweeper does
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         return [self.launcher.launch(jobs, initial_job_idx=0)]
 
 
