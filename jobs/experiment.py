@@ -4,14 +4,14 @@ A preset's `experiment:` node holds its name, title, the reference figures it is
 (analysis.references.STUDIES), the metrics the study reports, `axes` crossed with every sub-grid, and `grid`:
 a list of sub-grids (e.g. other card counts per hardware kind), each a mapping of override key -> values. Hydra's
 sweeper crosses one set of axes; the accelsweep sweeper (hydra_plugins/accelsweep_launcher) crosses each sub-grid
-on its own and hands the union to the planner at once. A key given on the command line replaces the preset's
-values for that key in every sub-grid, so a preset can be narrowed (`hardware=h100`) or tried elsewhere
-(`model.init=random`, `device_override=cpu`).
+on its own and hands the union to the planner at once. A plain `key=value[,value...]` on the command line for a
+key the preset sweeps narrows the study to the sub-grids that have those values (`hardware=h100`, `cards=1`), or,
+where the study has none of them, replaces the study's values everywhere (`workload.engine=hf`); other overrides
+apply to every point (`model.init=random`, `device_override=cpu`).
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +32,25 @@ def _values(key: str, value: Any) -> list[Any]:
     return list(values)
 
 
-def subgrids(experiment: dict[str, Any], given: Iterable[str] = ()) -> list[dict[str, list[Any]]]:
-    """Each sub-grid as key -> values, with `axes` added and the keys in `given` (the command line's) removed."""
+def subgrids(experiment: dict[str, Any], given: dict[str, list[str]] | None = None) -> list[dict[str, list[Any]]]:
+    """Each sub-grid as key -> values, with `axes` added and the command line's values (`given`: key -> values)
+    applied. Where the study has some of a key's given values, only its sub-grids that have them are kept,
+    narrowed to them (`hardware=gh200`: the gh200 sub-grid); where it has none, the given values replace the
+    study's in every sub-grid (`workload.engine=hf`)."""
     grid, axes = experiment.get("grid") or [{}], experiment.get("axes") or {}
     if not isinstance(grid, list) or not all(isinstance(g, dict) for g in grid) or not isinstance(axes, dict):
         raise BadPreset(f"experiment {experiment.get('name')!r}: `grid` must be a list of mappings key -> values "
                         "and `axes` one mapping")
-    given = set(given)
-    return [{k: _values(k, v) for k, v in {**axes, **sub}.items() if k not in given} for sub in grid]
+    grids = [{k: _values(k, v) for k, v in {**axes, **sub}.items()} for sub in grid]
+    for key, values in (given or {}).items():
+        wanted = set(map(str, values))
+        has = [key in g and bool(wanted & set(map(str, g[key]))) for g in grids]
+        if any(has):
+            grids = [{**g, key: [v for v in g[key] if str(v) in wanted]} if key in g else {**g, key: list(values)}
+                     for g, h in zip(grids, has) if h or key not in g]
+        else:
+            grids = [{**g, key: list(values)} for g in grids]
+    return grids
 
 
 def override_lines(subgrid: dict[str, list[Any]]) -> list[str]:

@@ -57,12 +57,19 @@ def test_llm_inference_bench_preset_is_the_published_grid():
 def test_subgrids_cross_axes_and_yield_to_the_command_line():
     exp = {"name": "x", "axes": {"precision": ["bf16"], "cards": [1]},
            "grid": [{"hardware": ["a100"], "cards": [1, 2]}, {"hardware": ["h100", "gh200"]}]}
-    assert experiment.subgrids(exp) == [{"precision": ["bf16"], "cards": [1, 2], "hardware": ["a100"]},
-                                        {"precision": ["bf16"], "cards": [1], "hardware": ["h100", "gh200"]}]
-    narrowed = experiment.subgrids(exp, given={"hardware", "cards"})
-    assert narrowed == [{"precision": ["bf16"]}, {"precision": ["bf16"]}]
-    assert experiment.override_lines(experiment.subgrids(exp)[0]) == ["precision=bf16", "cards=1,2", "hardware=a100"]
-    assert [experiment.size(g) for g in experiment.subgrids(exp)] == [2, 2]
+    grids = experiment.subgrids(exp)
+    assert grids == [{"precision": ["bf16"], "cards": [1, 2], "hardware": ["a100"]},
+                     {"precision": ["bf16"], "cards": [1], "hardware": ["h100", "gh200"]}]
+    # values the study has narrow it to the sub-grids that have them
+    assert experiment.subgrids(exp, {"hardware": ["gh200"]}) == [
+        {"precision": ["bf16"], "cards": [1], "hardware": ["gh200"]}]
+    assert experiment.subgrids(exp, {"cards": ["2", "4"]}) == [
+        {"precision": ["bf16"], "cards": [2], "hardware": ["a100"]}]
+    # values it has not replace its own everywhere; keys it does not sweep are added
+    assert experiment.subgrids(exp, {"precision": ["fp32"], "seed": ["1"]}) == [
+        {**g, "precision": ["fp32"], "seed": ["1"]} for g in grids]
+    assert experiment.override_lines(grids[0]) == ["precision=bf16", "cards=1,2", "hardware=a100"]
+    assert [experiment.size(g) for g in grids] == [2, 2]
     for bad in ({"grid": {"hardware": ["a"]}}, {"grid": [{"cards": []}]}, {"grid": [{"shape": ["1x1,2x2"]}]}):
         with pytest.raises(experiment.BadPreset):
             experiment.subgrids(bad)
@@ -80,15 +87,15 @@ def test_preset_dry_run_shows_its_grid(tmp_path):
     proc = _sweep(tmp_path, "-m", "+experiment=llm-inference-bench", "hardware=h100", "model=llama-2-7b",
                   "model.init=random", "device_override=cpu", "workload.engine=hf", "cards=1", "dry_run=true")
     assert proc.returncode == 0, proc.stderr
-    assert "experiment llm-inference-bench: 11 sub-grid(s)" in proc.stdout
-    # the sub-grids' batch sizes (1, 16, 32, 64, 128, 256) x 5 shapes, de-duplicated across sub-grids
-    assert "sweep llm-inference-bench: 30 point(s), 0 already measured (skipped), 30 to run" in proc.stdout
+    # the h100 1-card sub-grid, narrowed to one model: 4 batch sizes x 5 shapes
+    assert "experiment llm-inference-bench: 1 sub-grid(s), 20 combination(s)" in proc.stdout
+    assert "sweep llm-inference-bench: 20 point(s), 0 already measured (skipped), 20 to run" in proc.stdout
     assert "dry run: nothing submitted" in proc.stdout and not (tmp_path / "runs" / "llm-inference-bench" /
                                                                "points").exists()
     # as shipped, on a machine without the checkpoints and the cards, every point says why it cannot run here
     proc = _sweep(tmp_path, "-m", "+experiment=llm-inference-bench", "hardware=gh200", "dry_run=true")
     assert proc.returncode == 2
-    assert "experiment llm-inference-bench: 11 sub-grid(s)" in proc.stdout
+    assert "experiment llm-inference-bench: 1 sub-grid(s), 40 combination(s)" in proc.stdout
     assert "hardware=gh200 needs 1 cuda device(s)" in proc.stderr and "init=pretrained but model.path" in proc.stderr
 
 
@@ -161,3 +168,26 @@ def test_studies_page_overlays_the_published_figures(tmp_path):
     # a CPU sweep matches nothing: no page
     cpu = _measured(1.0).assign(hardware="cpu")
     assert not (build(cpu, tmp_path / "cpu").parent / "studies.html").exists()
+
+
+def test_preset_jobs_cross_each_subgrid(capsys):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hydra_plugins.accelsweep_launcher import preset_jobs
+
+    parser = OverridesParser.create()
+    args = ["+experiment=llm-inference-bench", "hardware=gh200,mi300x", "workload.shape=128x128", "dry_run=true"]
+    jobs = preset_jobs(_preset(), parser.parse_overrides(args), parser)
+    assert "experiment llm-inference-bench: 3 sub-grid(s), 98 combination(s)" in capsys.readouterr().out
+    combos = [dict(o.split("=", 1) for o in j) for j in jobs]
+    assert len({tuple(sorted(c.items())) for c in combos}) == len(jobs)
+    got = {}
+    for c in combos:
+        assert c["workload.shape"] == "128x128" and c["+experiment"] == "llm-inference-bench"
+        assert c["dry_run"] == "True" and c["precision"] == "bf16"
+        got.setdefault((c["hardware"], int(c["cards"])), set()).add(int(c["workload.batch_size"]))
+    # the study's sub-grids of those two hardware kinds: 1 card with batch 1, several cards without
+    assert got == {("gh200", 1): {1, 16, 32, 64}, ("mi300x", 1): {1, 16, 32, 64, 128, 256},
+                   **{("mi300x", n): {16, 32, 64, 128, 256} for n in (2, 4, 8)}}
+    # gh200: 2 models x 4 batches; mi300x: 5 models x 6 batches on 1 card, 4 models x 5 batches x 3 card counts
+    assert len(jobs) == 2 * 4 + 5 * 6 + 4 * 5 * 3

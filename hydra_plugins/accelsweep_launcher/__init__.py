@@ -68,23 +68,37 @@ class AccelsweepSweeper(BasicSweeper):
         """A study preset's sub-grids are crossed one by one and launched as one grid; else Hydra's own sweep."""
         if OmegaConf.select(self.config, "experiment.grid") is None:
             return super().sweep(arguments)
-        exp = OmegaConf.to_container(self.config.experiment, resolve=True)
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        lines = [*self._parse_config(), *arguments]
-        given = {o.key_or_group for o in parser.parse_overrides(lines)}
         try:
-            grids = experiment.subgrids(exp, given)
+            jobs = preset_jobs(OmegaConf.to_container(self.config.experiment, resolve=True),
+                               parser.parse_overrides([*self._parse_config(), *arguments]), parser)
         except experiment.BadPreset as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)
-        print(experiment.describe(exp, grids), flush=True)
-        jobs: list[list[str]] = []
-        for grid in grids:
-            jobs += self.split_arguments(parser.parse_overrides([*experiment.override_lines(grid), *lines]), None)[0]
         sweep_dir = Path(self.config.hydra.sweep.dir)   # as BasicSweeper does
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         return [self.launcher.launch(jobs, initial_job_idx=0)]
+
+
+def preset_jobs(exp: dict[str, Any], overrides: list[Override], parser: OverridesParser) -> list[list[str]]:
+    """Every point of a preset's sub-grids as its override list (printing what the sub-grids are).
+
+    Plain key=value(s) overrides of keys the preset sweeps go into the sub-grids (jobs.experiment.subgrids);
+    every other override applies to every point as given."""
+    swept = {k for g in [exp.get("axes") or {}, *(exp.get("grid") or [])] if isinstance(g, dict) for k in g}
+    given = {o.key_or_group: list(o.sweep_string_iterator()) if o.is_discrete_sweep()
+             else [o.get_value_element_as_str()] for o in overrides
+             if o.key_or_group in swept and o.type is OverrideType.CHANGE and o.package is None
+             and (o.is_discrete_sweep() or not o.is_sweep_override())}
+    lines = [o.input_line for o in overrides if o.key_or_group not in given]
+    grids = experiment.subgrids(exp, given)
+    print(experiment.describe(exp, grids), flush=True)
+    jobs: list[list[str]] = []
+    for grid in grids:
+        jobs += BasicSweeper.split_arguments(parser.parse_overrides([*experiment.override_lines(grid), *lines]),
+                                             None)[0]
+    return jobs
 
 
 def _is_value(o: Override, groups: set[str]) -> bool:
