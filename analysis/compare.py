@@ -12,13 +12,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.derived import PARAM_KEYS
-from jobs.metrics import BETTER
+from analysis.derived import param_keys, workload_sets
+from jobs.metrics import directions
 
 TOLERANCE = 0.05
-DIRECTION = BETTER  # which way each metric is better, defined beside the metric in jobs.metrics
 REGRESSION, IMPROVEMENT, WITHIN = "regression", "improvement", "within tolerance"
-LABELS = ("workload", "hardware", "model", "precision", "cards", "batch_size", "shape", "scaling", "engine")
+LABELS = ("workload", "hardware", "model", "precision", "cards")   # plus each workload's labels and varied
 _EPS = 1e-12  # a change of exactly the tolerance is within it, whatever the float rounding
 
 
@@ -42,7 +41,12 @@ class Comparison:
 def match_keys(current: pd.DataFrame, baseline: pd.DataFrame) -> list[str]:
     if all("point_id" in t and t["point_id"].notna().any() for t in (current, baseline)):
         return ["point_id"]
-    return [c for c in ("hardware", "cards", *PARAM_KEYS) if c in current and c in baseline]
+    return [c for c in ("hardware", "cards", *param_keys(current)) if c in current and c in baseline]
+
+
+def direction(*tables: pd.DataFrame) -> dict[str, str]:
+    """Which way each compared metric is better, as the workloads of the tables declare it."""
+    return directions([s for t in tables for s in workload_sets(t)])
 
 
 def _one_per_key(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -57,8 +61,10 @@ def compare(current: pd.DataFrame, baseline: pd.DataFrame, tolerance: float = TO
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     keys = match_keys(current, baseline)
-    labels = [c for c in LABELS if c in current and c not in keys]
-    metrics = [m for m, d in DIRECTION.items() if d and m in current and m in baseline]
+    own = [k for s in workload_sets(current) for k in (*s.labels, *s.varied)]
+    labels = [c for c in dict.fromkeys([*LABELS, *own]) if c in current and c not in keys]
+    better = direction(current, baseline)
+    metrics = [m for m in better if m in current and m in baseline]
     sweeps = sorted(map(str, baseline["sweep"].dropna().unique())) if "sweep" in baseline else []
     empty = Comparison(pd.DataFrame(columns=[*keys, *labels, "metric", "direction", "current", "baseline",
                                              "change", "gain", "verdict"]),
@@ -84,7 +90,7 @@ def compare(current: pd.DataFrame, baseline: pd.DataFrame, tolerance: float = TO
     ok = both[ok_cur & ok_base]
     parts = []
     for m in metrics:
-        d = ok[[*keys, *labels]].assign(metric=m, direction=DIRECTION[m],
+        d = ok[[*keys, *labels]].assign(metric=m, direction=better[m],
                                         current=pd.to_numeric(ok[m], errors="coerce"),
                                         baseline=pd.to_numeric(ok[f"{m}_base"], errors="coerce"))
         parts.append(d[d["current"].notna() & d["baseline"].notna() & d["baseline"].ne(0)])

@@ -22,6 +22,8 @@ Definitions, as the source publishes them (published/README.md):
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -134,3 +136,66 @@ def matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
 def _key(r: tuple) -> tuple:
     hw, model, shape, batch, cards = r
     return str(hw).lower(), str(model), str(shape), int(batch), int(cards)
+
+
+# --------------------------------------------------------------------------- studies (hydra_conf/experiment/)
+
+@dataclass(frozen=True)
+class Study:
+    """Published figures a study preset (`experiment.reference`) is compared with."""
+
+    name: str
+    title: str
+    attribution: str
+    load: Callable[[], pd.DataFrame]                            # the figures, in accelsweep's column names
+    match: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]  # (measured, published) -> published rows that match
+    measured: Callable[[pd.DataFrame], pd.DataFrame]            # measured rows comparable with the study
+    keys: tuple[str, ...]                                       # columns that identify one configuration
+    notes: dict[str, str] = field(default_factory=dict)         # metric -> how the published figure was taken
+
+
+def _comparable(measured: pd.DataFrame) -> pd.DataFrame:
+    if any(k not in measured for k in ("status", "precision", *MATCH_KEYS)):
+        return measured.iloc[0:0]
+    ok = measured[measured["status"].astype(str).eq("ok") & measured["precision"].astype(str).isin(PRECISIONS)]
+    return ok.dropna(subset=MATCH_KEYS)
+
+
+STUDIES: dict[str, Study] = {
+    "llm-inference-bench": Study(
+        name="llm-inference-bench", title="LLM-Inference-Bench (arXiv 2411.00136)", attribution=ATTRIBUTION,
+        load=load_published, match=matching, measured=_comparable, keys=tuple(MATCH_KEYS),
+        notes={"throughput_total_tok_s": "batch x (input + output) / latency, as published",
+               "latency_s": "end-to-end latency of the batch",
+               "ttft_s": "published: separate runs with 1 output token at 1024/1024, batch 16",
+               "tok_per_j": "published: input + output tokens, power of GPU 0 only on NVIDIA; not the same "
+                            "quantity as accelsweep's generated tokens over all devices"}),
+}
+
+
+def compare_study(measured: pd.DataFrame, study: Study, metrics: list[str]) -> pd.DataFrame:
+    """Long table, one row per matched configuration x published engine x metric: the configuration's keys,
+    `engine` (the study's), `measured_engine`, `metric`, `published`, `measured` (median over matching points)
+    and `ratio` = measured / published."""
+    cols = [*study.keys, "engine", "measured_engine", "metric", "published", "measured", "ratio"]
+    ok = study.measured(measured) if measured is not None and len(measured) else pd.DataFrame()
+    pub = study.match(measured, study.load()) if len(ok) else pd.DataFrame()
+    if ok.empty or pub.empty:
+        return pd.DataFrame(columns=cols)
+    keys = list(study.keys)
+    ok = ok.assign(_k=[_key(r) for r in ok[keys].itertuples(index=False)])
+    pub = pub.assign(_k=[_key(r) for r in pub[keys].itertuples(index=False)])
+    parts = []
+    for metric in [m for m in metrics if m in pub and m in ok]:
+        med = ok.groupby("_k")[metric].median()
+        engines = ok.groupby("_k")["engine"].agg(lambda e: ", ".join(sorted(map(str, e.dropna().unique())))) \
+            if "engine" in ok else pd.Series(dtype=str)
+        d = pub[[*keys, "engine", "_k"]].assign(metric=metric, published=pd.to_numeric(pub[metric], errors="coerce"))
+        d["measured"] = d["_k"].map(med).astype(float)
+        d["measured_engine"] = d["_k"].map(engines)
+        parts.append(d[d["published"].notna() & d["measured"].notna()])
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    out = pd.concat(parts, ignore_index=True)
+    out["ratio"] = out["measured"] / out["published"]
+    return out[cols].sort_values([*keys, "engine", "metric"], kind="stable").reset_index(drop=True)

@@ -1,56 +1,106 @@
-"""Every metric accelsweep reports, defined once.
+"""Metric declarations and the shared statistics.
 
-Per-point metrics are computed here from raw timings; derived metrics that
-compare points (scaling efficiency, generation speedup) are computed in
-analysis.derived from these definitions. The report and the README show
-DEFINITIONS verbatim.
+Each workload declares its metrics in a MetricSet (`METRICS` in its package,
+e.g. jobs/workloads/inference/metrics.py): name, unit, definition, which way
+is better, how one repeat's value is taken, whether it may be compared
+across hardware, and its main throughput with its unit of work. The main
+throughput is the basis of the derived metrics below (scaling efficiency,
+generation speedup), which analysis.derived computes for every workload.
+analysis/ and report/ read these declarations through jobs.workloads.metric_set;
+they name no workload's metric themselves.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
-# name -> (unit, definition)
-DEFINITIONS: dict[str, tuple[str, str]] = {
-    "latency_s": ("s", "end-to-end time of one generate call for the whole batch: from submitting the prompts "
-                       "to the last token of the last sequence; with several cards, the slowest card"),
-    "ttft_s": ("s", "time to first token, observed directly: submit to the first generated token being on the host"),
-    "itl_s": ("s", "inter-token latency per sequence = (latency_s - ttft_s) / (output_tokens - 1)"),
-    "throughput_out_tok_s": ("tokens/s", "generated tokens / latency = batch x cards(weak) x output_tokens / latency_s"),
-    "throughput_total_tok_s": ("tokens/s", "(input + output tokens) / latency = batch x (input + output) / latency_s; "
-                                            "the definition LLM-Inference-Bench publishes"),
-    "prefill_tok_s": ("tokens/s", "prompt tokens / ttft_s"),
-    "decode_tok_s": ("tokens/s", "tokens generated after the first / (latency_s - ttft_s)"),
-    "peak_mem_gb": ("GB", "peak memory of the measured runs: device allocator peak on accelerators, "
-                          "peak resident set size of the process on the CPU (largest over cards)"),
-    "energy_j": ("J", "energy over the measured window only, summed over all devices of the job"),
-    "tok_per_j": ("tokens/J", "generated tokens / energy_j"),
-    "decode_bw_fraction": ("fraction", "achieved / peak memory bandwidth in decode, per card: (weight bytes + KV "
-                                       "bytes per sequence per token x batch x (input + output/2)) / itl_s / "
-                                       "hardware.memory_bandwidth_gbs; all weights counted (MoE too)"),
-    "prefill_compute_fraction": ("fraction", "achieved / peak dense FLOP/s in prefill, per card: (2 x active "
-                                             "non-embedding params x batch x input + 2 x vocab x hidden x batch "
-                                             "+ 2 x layers x batch x input^2 x heads x head_dim) / ttft_s / "
-                                             "hardware.peak_tflops[precision.peak_key]"),
-    "scaling_efficiency": ("fraction", "strong: T(1) / (N x T(N)) for fixed total work; weak: X(N) / (N x X(1)) "
-                                        "for fixed per-card work; computed from throughput_out_tok_s against the "
-                                        "1-card point with otherwise equal parameters"),
-    "speedup_vs_previous": ("x", "metric(hardware) / metric(previous generation of the same family), same "
-                                 "workload, model, precision, cards and shape"),
-}
+HIGHER, LOWER = "higher", "lower"
+PER_REPEAT = "one value per timed repeat"
+PER_POINT = "one value per point, over the whole measured window"
 
-# Which way is better, for baseline comparisons (analysis.compare); a test keeps the keys equal to DEFINITIONS.
-# None: not compared, because it is a ratio of two points that are each compared themselves.
-BETTER: dict[str, str | None] = {
-    "latency_s": "lower", "ttft_s": "lower", "itl_s": "lower",
-    "throughput_out_tok_s": "higher", "throughput_total_tok_s": "higher",
-    "prefill_tok_s": "higher", "decode_tok_s": "higher",
-    "peak_mem_gb": "lower", "energy_j": "lower", "tok_per_j": "higher",
-    "decode_bw_fraction": "higher", "prefill_compute_fraction": "higher",
-    "scaling_efficiency": "higher", "speedup_vs_previous": None,
-}
+
+@dataclass(frozen=True)
+class Metric:
+    name: str                     # column in the table; the unit is in the name where it has one
+    unit: str
+    definition: str
+    better: str | None            # "higher" | "lower" | None: not compared (a ratio of points compared themselves)
+    repeat: str = PER_REPEAT      # how a repeat's value is computed
+    cross_hardware: bool = True   # False: a property of the result (perplexity, PSNR), not of the hardware's speed
+    label: str = ""               # short human name for headlines and axes (default: the name)
+
+    def __post_init__(self):
+        if self.better not in (HIGHER, LOWER, None):
+            raise ValueError(f"metric {self.name}: better={self.better!r} must be {HIGHER!r}, {LOWER!r} or None")
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+
+@dataclass(frozen=True)
+class MetricSet:
+    """What one workload measures."""
+
+    workload: str
+    metrics: tuple[Metric, ...]
+    throughput: str               # the main throughput: the basis of scaling efficiency and generation speedup
+    work: str                     # its unit of work (tokens, samples, images), counted per second
+    # Parameters (table columns) that say what work a point did: two points are compared by a derived metric
+    # only when these are equal. The shared ones (model, precision, seed, ...) are in analysis.derived.
+    keys: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()  # parameters that name a series in charts and tables
+    varied: tuple[str, ...] = ()  # parameters named in labels too, but only where they take several values
+    overview: tuple[str, ...] = ()  # metrics shown in the overview's points table besides the throughput
+
+    def __post_init__(self):
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"workload {self.workload}: a metric is declared twice in {names}")
+        main = self.get(self.throughput)
+        if main is None or main.better != HIGHER or not main.cross_hardware:
+            raise ValueError(f"workload {self.workload}: main throughput {self.throughput!r} must be a declared "
+                             "metric, higher is better, compared across hardware")
+        unknown = [n for n in self.overview if n not in names]
+        if unknown:
+            raise ValueError(f"workload {self.workload}: overview names undeclared metric(s) {unknown}")
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def get(self, name: str) -> Metric | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+    @property
+    def main(self) -> Metric:
+        return self.get(self.throughput)
+
+
+SCALING_EFFICIENCY, SPEEDUP = "scaling_efficiency", "speedup_vs_previous"
+# Metrics that compare points; analysis.derived computes them from each workload's main throughput.
+DERIVED: tuple[Metric, ...] = (
+    Metric(SCALING_EFFICIENCY, "fraction",
+           "strong: T(1) / (N x T(N)) for fixed total work; weak: X(N) / (N x X(1)) for fixed per-card work; "
+           "computed from the workload's main throughput against the 1-card point with otherwise equal parameters",
+           HIGHER, repeat="from the medians of two points"),
+    Metric(SPEEDUP, "x",
+           "main throughput(hardware) / main throughput(previous generation of the same family), same workload, "
+           "model, precision, cards and workload parameters", None, repeat="from the medians of two points"),
+)
 
 SUMMARY_KEYS = ("median", "mean", "p10", "p90", "p99", "min", "max")
+
+
+def directions(sets: Sequence[MetricSet]) -> dict[str, str]:
+    """Metric name -> "higher" | "lower" for every compared metric of `sets` and the derived ones."""
+    out: dict[str, str] = {}
+    for m in [m for s in sets for m in s.metrics] + list(DERIVED):
+        if m.better and out.setdefault(m.name, m.better) != m.better:
+            raise ValueError(f"metric {m.name} is declared {out[m.name]}-is-better and {m.better}-is-better by two "
+                             "workloads; one name must mean one thing")
+    return out
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -80,23 +130,3 @@ def summarise(samples: Sequence[float]) -> dict:
         "min": min(xs) if xs else None,
         "max": max(xs) if xs else None,
     }
-
-
-def inference_repeat(*, batch: int, input_tokens: int, output_tokens: int, latency_s: float,
-                     ttft_s: float) -> dict[str, float]:
-    """The inference metrics of one timed repeat. `batch` counts every sequence of the job."""
-    if not 0 < ttft_s <= latency_s:
-        raise ValueError(f"ttft_s={ttft_s} must be in (0, latency_s={latency_s}]")
-    out: dict[str, float] = {
-        "latency_s": latency_s,
-        "ttft_s": ttft_s,
-        "throughput_out_tok_s": batch * output_tokens / latency_s,
-        "throughput_total_tok_s": batch * (input_tokens + output_tokens) / latency_s,
-        "prefill_tok_s": batch * input_tokens / ttft_s,
-    }
-    if output_tokens > 1:
-        decode_s = latency_s - ttft_s
-        out["itl_s"] = decode_s / (output_tokens - 1)
-        if decode_s > 0:
-            out["decode_tok_s"] = batch * (output_tokens - 1) / decode_s
-    return out

@@ -13,8 +13,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.accelsweep_launcher import point_config
 from jobs import files, plan, submit, sweepdir
+from jobs.config import point_config
 from jobs.finish import finish
 from jobs.manifest import Manifest, ManifestError
 from jobs.schedulers import KINDS
@@ -122,8 +122,16 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: D
 
 @hydra.main(version_base="1.3", config_path="pkg://hydra_conf", config_name="config")
 def main(cfg: DictConfig) -> None:
+    if (cfg.get("experiment") or {}).get("grid"):   # without -m, Hydra would run one point of the preset
+        print("error: +experiment=... is a grid of points; run it with -m (python -m jobs.sweep -m ...)",
+              file=sys.stderr)
+        sys.exit(2)
     run_or_exit([(list(HydraConfig.get().overrides.task), point_config(cfg))])
 
 
 if __name__ == "__main__":
+    if {"--help", "-h"} & set(sys.argv[1:]):   # a readable catalogue instead of Hydra's dump (--hydra-help: Hydra's)
+        from jobs.catalogue import main as catalogue
+
+        sys.exit(catalogue([]))
     main()

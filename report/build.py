@@ -25,7 +25,7 @@ from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
 from jobs import files
 from report.charts import fmt_num
-from report.pages import Page, discover
+from report.pages import Page, discover, template_dirs
 
 RESULTS_NAME = "results.parquet"
 COMPARISON_NAME = "baseline_comparison.csv"
@@ -98,7 +98,7 @@ def vega_bundle() -> str:
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader([TEMPLATES, *template_dirs()]), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt_num
     return env

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_module
 
-from hydra_plugins.accelsweep_launcher import point_config
+from jobs.config import point_config
 
 
 @pytest.fixture
@@ -15,3 +15,12 @@ def make_cfg():
         with initialize_config_module(config_module="hydra_conf", version_base="1.3"):
             return point_config(compose("config", overrides=list(overrides)))
     return _make
+
+
+@pytest.fixture
+def toy_workload(monkeypatch):
+    """Register the test-only workload in tests/toy_workload for one test (the package does not know it)."""
+    from jobs import workloads
+
+    monkeypatch.setitem(workloads.WORKLOADS, "toy", "tests.toy_workload")
+    return workloads.metric_set("toy")

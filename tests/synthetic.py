@@ -9,8 +9,8 @@ import json
 import pandas as pd
 
 from analysis.aggregate import table_from_records
-from jobs.metrics import inference_repeat
 from jobs.records import make_record
+from jobs.workloads.inference.metrics import repeat as inference_repeat
 
 HARDWARE = {"a100": None, "h100": "a100", "h200": "h100", "mi250": None, "mi300x": "mi250"}
 MODELS = ("tinyllama-1.1b", "llama-2-7b", "llama-3-8b", "mistral-7b", "mixtral-8x7b")

@@ -4,18 +4,21 @@ import math
 import pandas as pd
 import pytest
 
-from analysis.compare import DIRECTION, IMPROVEMENT, REGRESSION, WITHIN, compare, match_keys
-from jobs.metrics import DEFINITIONS
+from analysis.compare import IMPROVEMENT, REGRESSION, WITHIN, compare, direction, match_keys
+from jobs.metrics import DERIVED
+from jobs.workloads.inference import METRICS
 
 
 def _t(*rows):
     cols = ["point_id", "hardware", "model", "cards", "status", "throughput_out_tok_s", "latency_s"]
-    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows]).assign(workload="inference")
 
 
-def test_every_metric_has_a_direction():
-    assert set(DIRECTION) == set(DEFINITIONS)
-    assert set(DIRECTION.values()) <= {"higher", "lower", None}
+def test_directions_are_the_declared_ones():
+    got = direction(_t(("a", "h100", "m", 1, "ok", 1.0, 1.0)))
+    assert got == {m.name: m.better for m in (*METRICS.metrics, *DERIVED) if m.better}
+    assert got["latency_s"] == "lower" and got["throughput_out_tok_s"] == "higher"
+    assert direction(pd.DataFrame({"workload": ["no-such-workload"]})) == {"scaling_efficiency": "higher"}
 
 
 def test_changes_and_verdicts_hand_computed():
@@ -51,7 +54,7 @@ def test_changes_and_verdicts_hand_computed():
 def test_fallback_to_parameter_keys_and_duplicates():
     base = _t((None, "h100", "m", 1, "ok", 100.0, 1.0), (None, "h100", "m", 2, "ok", 150.0, 1.0))
     cur = _t((None, "h100", "m", 2, "failed", None, None), (None, "h100", "m", 2, "ok", 120.0, 1.0))
-    assert match_keys(cur, base) == ["hardware", "cards", "model"]
+    assert match_keys(cur, base) == ["hardware", "cards", "workload", "model"]
     c = compare(cur, base)
     r = c.rows.set_index("metric").loc["throughput_out_tok_s"]
     assert c.n_matched == 1 and r["change"] == pytest.approx(-0.2) and r["verdict"] == REGRESSION  # ok row kept

@@ -36,8 +36,8 @@ def test_empty_table():
 
 
 def _timed(cards, scaling, latency_s, batch=8, hardware="a100"):
-    """A row whose throughput comes from jobs.metrics the way a real point's does."""
-    from jobs.metrics import inference_repeat
+    """A row whose throughput comes from the inference metrics the way a real point's does."""
+    from jobs.workloads.inference.metrics import repeat as inference_repeat
 
     job_batch = batch * cards if scaling == "weak" else batch   # strong: batch_size is the job's batch
     x = inference_repeat(batch=job_batch, input_tokens=8, output_tokens=8, latency_s=latency_s,

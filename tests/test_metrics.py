@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from jobs import metrics
+from jobs.workloads.inference.metrics import METRICS
+from jobs.workloads.inference.metrics import repeat as inference_repeat
 
 
 @pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])
@@ -30,7 +32,7 @@ def test_summarise_counts_and_stats():
 
 def test_inference_repeat_hand_computed():
     # batch 4, 100 in, 11 out, 2.0 s total, first token after 0.5 s
-    m = metrics.inference_repeat(batch=4, input_tokens=100, output_tokens=11, latency_s=2.0, ttft_s=0.5)
+    m = inference_repeat(batch=4, input_tokens=100, output_tokens=11, latency_s=2.0, ttft_s=0.5)
     assert m["throughput_out_tok_s"] == pytest.approx(4 * 11 / 2.0)
     assert m["throughput_total_tok_s"] == pytest.approx(4 * 111 / 2.0)
     assert m["itl_s"] == pytest.approx(1.5 / 10)
@@ -40,22 +42,44 @@ def test_inference_repeat_hand_computed():
 
 def test_inference_repeat_rejects_impossible_timings():
     with pytest.raises(ValueError, match="ttft_s"):
-        metrics.inference_repeat(batch=1, input_tokens=1, output_tokens=2, latency_s=1.0, ttft_s=2.0)
+        inference_repeat(batch=1, input_tokens=1, output_tokens=2, latency_s=1.0, ttft_s=2.0)
 
 
 def test_one_output_token_has_no_itl():
-    m = metrics.inference_repeat(batch=1, input_tokens=8, output_tokens=1, latency_s=0.1, ttft_s=0.1)
+    m = inference_repeat(batch=1, input_tokens=8, output_tokens=1, latency_s=0.1, ttft_s=0.1)
     assert "itl_s" not in m and "decode_tok_s" not in m
 
 
-def test_every_reported_metric_is_defined():
-    m = metrics.inference_repeat(batch=1, input_tokens=8, output_tokens=4, latency_s=0.4, ttft_s=0.1)
-    assert set(m) <= set(metrics.DEFINITIONS)
+def test_every_reported_metric_is_declared():
+    m = inference_repeat(batch=1, input_tokens=8, output_tokens=4, latency_s=0.4, ttft_s=0.1)
+    assert set(m) <= set(METRICS.names)
+    # and so is everything a point adds beside the per-repeat timings (see summarise_ranks and roofline)
+    assert {"peak_mem_gb", "energy_j", "tok_per_j", "decode_bw_fraction", "prefill_compute_fraction"} <= set(METRICS.names)
 
 
-def test_readme_metric_table_is_the_definitions():
+def test_readme_metric_tables_are_the_declarations():
     from pathlib import Path
 
+    from jobs.catalogue import metric_tables
+
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    missing = [k for k, (u, d) in metrics.DEFINITIONS.items() if f"| `{k}` | {u} | {d} |" not in readme]
-    assert not missing, f"README's metric table is out of date for {missing}; regenerate it from jobs/metrics.py"
+    missing = [line for line in metric_tables().splitlines() if line.startswith("|") and line not in readme]
+    assert not missing, ("README's metric tables are out of date; regenerate them with "
+                         f"`python -m jobs.catalogue --metrics-markdown`: {missing}")
+
+
+def test_metric_set_rejects_a_bad_declaration():
+    x = metrics.Metric("x_per_s", "x/s", "x / s", metrics.HIGHER)
+    with pytest.raises(ValueError, match="main throughput 'y'"):
+        metrics.MetricSet("w", (x,), throughput="y", work="x")
+    with pytest.raises(ValueError, match="main throughput"):   # a throughput must be better when higher
+        metrics.MetricSet("w", (metrics.Metric("t_s", "s", "time", metrics.LOWER),), throughput="t_s", work="x")
+    with pytest.raises(ValueError, match="better='up' must be"):
+        metrics.Metric("x", "x", "x", "up")
+    with pytest.raises(ValueError, match="declared twice"):
+        metrics.MetricSet("w", (x, x), throughput="x_per_s", work="x")
+    with pytest.raises(ValueError, match="lower-is-better and higher-is-better"):
+        metrics.directions([metrics.MetricSet("a", (x,), "x_per_s", "x"),
+                            metrics.MetricSet("b", (x, metrics.Metric("q", "s", "q", metrics.LOWER)), "x_per_s", "x"),
+                            metrics.MetricSet("c", (metrics.Metric("x_per_s", "x/s", "", metrics.HIGHER),
+                                                    metrics.Metric("q", "s", "q", metrics.HIGHER)), "x_per_s", "x")])

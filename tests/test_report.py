@@ -14,7 +14,7 @@ import pytest
 from report.build import build, find_inputs, load, main
 from report.charts import embed_json
 from report.pages import discover
-from report.pages.inference import throughput_id
+from jobs.workloads.inference.report import throughput_id
 from tests.browser import CHROMIUM, check_pages
 
 EVIL_MODEL = "<script>alert(1)</script>"
@@ -244,9 +244,10 @@ def test_speedup_page_with_pair(tmp_path):
     assert pairs.loc[pairs.hardware.eq("h100"), "speedup_vs_previous"].tolist() == [4.0, 4.0]
     site = build(pairs, tmp_path / "site").parent
     text = (site / "speedup.html").read_text()
-    assert text.count('class="vega-chart"') == 1 and "Generation speedup — nvidia-test" in text
-    assert NO_PAIRS not in text
-    spec = json.loads(re.search(rf'id="{speedup_id("nvidia-test")}-spec">(.*?)</script>', text, re.S).group(1))
+    assert text.count('class="vega-chart"') == 1 and "Generation speedup — inference · nvidia-test" in text
+    assert NO_PAIRS not in text and "<th>new (tokens/s)</th>" in text
+    spec = json.loads(re.search(rf'id="{speedup_id("inference", "nvidia-test")}-spec">(.*?)</script>', text,
+                                re.S).group(1))
     values = spec["layer"][0]["data"]["values"]
     assert {v["pair"] for v in values} == {"a100 → h100"}
     assert all(v["speedup"] == 4.0 and v["tput"] == 4 * v["tput_prev"] for v in values)
@@ -262,8 +263,11 @@ def test_speedup_page_without_pairs(table, tmp_path):
 
 
 def test_data_page(table, tmp_path):
-    from jobs.metrics import DEFINITIONS
+    import markupsafe
+
+    from jobs.metrics import DERIVED
     from jobs.records import schema
+    from jobs.workloads.inference import METRICS
 
     site = build(table, tmp_path / "site").parent
     text = (site / "data.html").read_text()
@@ -271,8 +275,9 @@ def test_data_page(table, tmp_path):
         assert f'href="{href}"' in text, href
     for field in schema()["properties"]:
         assert f"<code>{html.escape(field)}</code>" in text, field
-    for name in DEFINITIONS:
-        assert f"<code>{html.escape(name)}</code>" in text, name
+    for m in (*METRICS.metrics, *DERIVED):
+        assert f"<code>{m.name}</code>" in text and str(markupsafe.escape(m.definition)) in text, m.name
+    assert "<code>throughput_out_tok_s</code> (main throughput)" in text
     assert json.loads((site / "data" / "record.schema.json").read_text()) == schema()
     index = (site / "index.html").read_text()
     assert 'href="data.html#metrics"' in index and "Metric definitions" not in index   # shown once, on Data
@@ -312,10 +317,9 @@ def _scaling_table() -> pd.DataFrame:
             job_batch = 8 if scaling == "strong" else 8 * cards
             r.update(throughput_out_tok_s=job_batch * 32 / t, latency_s=t, point_id=f"{r['point_id']}-{scaling}")
             rows.append(r)
-    for cards, x in ((1, 100.0), (2, 180.0)):
-        r = _point(workload="finetune", hardware="h100", model="tiny-llama", precision="bf16", cards=cards,
-                   batch_size=4)
-        r.update(throughput_out_tok_s=x, point_id=f"ft-{cards}")
+    for cards, x in ((1, 100.0), (2, 180.0)):   # a workload with its own metric (tests/toy_workload)
+        r = _point(workload="toy", hardware="h100", model="tiny-llama", precision="bf16", cards=cards, batch_size=4)
+        r.update(throughput_out_tok_s=math.nan, widgets_per_s=x, widget_size="large", point_id=f"toy-{cards}")
         rows.append(r)
     return add_derived(pd.DataFrame(rows))
 
@@ -338,16 +342,17 @@ def _check_links(site: Path, html_text: str) -> list[str]:
     return [f"{p}#{a}" for p, a in links]
 
 
-def test_scaling_page_keeps_strong_and_weak_apart(tmp_path):
-    from report.charts import PALETTE
+def test_scaling_page_keeps_strong_and_weak_apart(tmp_path, toy_workload):
+    from report.charts import PALETTE, anchor
     from report.pages.scaling import chart_id
 
     site = build(_scaling_table(), tmp_path / "site").parent
     text = (site / "scaling.html").read_text()
-    assert text.index('<h2 id="strong">') < text.index('<h2 id="weak">')
+    assert text.index('<h2 id="workload-inference') < text.index('<h3 id="inference') < text.index('<h2 id="workload-toy')
+    assert text.index(f'id="{anchor("inference")}-strong"') < text.index(f'id="{anchor("inference")}-weak"')
     specs = _specs(text)
     strong, weak, ft = (chart_id(kind, wl, "h100", "tiny-llama")
-                        for kind, wl in (("strong", "inference"), ("weak", "inference"), ("weak", "finetune")))
+                        for kind, wl in (("strong", "inference"), ("weak", "inference"), ("weak", "toy")))
     assert set(specs) == {strong, weak, ft}
     got = {k: {(v["cards"], round(v["eff"], 9)) for v in _values(specs[k])} for k in specs}
     assert got[strong] == {(1, 1.0), (2, 0.8), (4, 0.625)}
@@ -364,7 +369,7 @@ def test_scaling_page_keeps_strong_and_weak_apart(tmp_path):
     index = (site / "index.html").read_text()
     assert "Best strong scaling efficiency at the largest card count (4 cards): 0.625" in index
     assert "Best weak scaling efficiency at the largest card count (4 cards): 1 " in index
-    assert "Fastest finetune configuration: 180 tokens/s" in index
+    assert "Fastest toy configuration: 180 widgets/s median widget rate (h100 · tiny-llama · bf16 · 2 cards · large)." in index
     assert f"scaling.html#{strong}" in _check_links(site, index)
 
 
@@ -376,14 +381,14 @@ def test_scaling_page_says_when_there_is_no_multi_card_data(table, tmp_path):
     assert "No scaling efficiency" in (site / "index.html").read_text()
     # the fixture: weak scaling on 2 hardware x 2 models
     text = (build(table, tmp_path / "site").parent / "scaling.html").read_text()
-    assert text.count('class="vega-chart"') == 4 and '<h2 id="weak">' in text and 'id="strong"' not in text
+    assert text.count('class="vega-chart"') == 4 and '-weak">Weak scaling</h3>' in text and '-strong"' not in text
 
 
 def test_headline_findings_link_to_their_charts(table, tmp_path):
     site = build(table, tmp_path / "site").parent
     index = (site / "index.html").read_text()
     assert "Fastest inference configuration: 6,400 tokens/s median output throughput (h100 · llama-3-8b · bf16 · " \
-           "1 card · batch 16 · 128x128 · weak)." in index
+           "1 card · 128x128 · batch 16)." in index
     links = _check_links(site, index)
     assert f"inference.html#{throughput_id('h100')}" in links and any(x.startswith("scaling.html#") for x in links)
     assert "No generation speedup" in index

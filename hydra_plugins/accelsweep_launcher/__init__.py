@@ -11,13 +11,19 @@ config-group choices, then sets plain values on a copy of the resolved
 config (when no interpolation could see them), or else applies the
 overrides with Hydra's own override code. The sweeper skips BasicSweeper's
 per-point validation compose, since the launcher composes (and so
-validates) every point anyway.
-"""
-from __future__ import annotations
+validates) every point anyway, and expands a study preset's sub-grids
+(`+experiment=<name>`, see jobs.experiment) into one list of points.
 
+This plugin depends on jobs/ (jobs.config, jobs.experiment, and jobs.sweep's
+run_or_exit when launching); nothing in jobs/ imports it.
+"""
+# No `from __future__ import annotations`: Hydra's plugin scan runs this module without registering it in
+# sys.modules, and dataclasses need it there to read string annotations.
 import copy
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
@@ -27,7 +33,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
+
+from jobs import experiment
+from jobs.config import point_config, without_hydra  # noqa: F401  (point_config: kept importable from here)
 
 
 @dataclass
@@ -51,28 +60,25 @@ def register() -> None:
 register()
 
 
-def without_hydra(cfg: DictConfig) -> DictConfig:
-    cfg = cfg.copy()
-    with open_dict(cfg):
-        cfg.pop("hydra", None)
-    return cfg
-
-
-def point_config(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved point config without Hydra's own node."""
-    return OmegaConf.to_container(without_hydra(cfg), resolve=True, throw_on_missing=True)
-
-
 class AccelsweepSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Sequence[Sequence[str]]) -> None:
         """The launcher composes every point; composing each here too would double the cost."""
 
     def sweep(self, arguments: list[str]) -> Any:
         """BasicSweeper.sweep, less its writing of multirun.yaml into hydra.sweep.dir before any point is checked:
-        the sweep writes it into runs/<name>/ once the points are accepted (never for a rejected or dry run)."""
+        the sweep writes it into runs/<name>/ once the points are accepted (never for a rejected or dry run).
+        A study preset's sub-grids are crossed one by one and launched as one grid."""
+        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
+        if OmegaConf.select(self.config, "experiment.grid") is not None:
+            try:
+                jobs = preset_jobs(OmegaConf.to_container(self.config.experiment, resolve=True),
+                                   parser.parse_overrides([*self._parse_config(), *arguments]), parser)
+            except experiment.BadPreset as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(2)
+            return [self.launcher.launch(jobs, initial_job_idx=0)]
         params = self._parse_config()
         params.extend(arguments)
-        parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         self.overrides = self.split_arguments(parser.parse_overrides(params), self.max_batch_size)
         returns, initial_job_idx = [], 0
         while not self.is_done():
@@ -80,6 +86,26 @@ class AccelsweepSweeper(BasicSweeper):
             returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
             initial_job_idx += len(batch)
         return returns
+
+
+def preset_jobs(exp: dict[str, Any], overrides: list[Override], parser: OverridesParser) -> list[list[str]]:
+    """Every point of a preset's sub-grids as its override list (printing what the sub-grids are).
+
+    Plain key=value(s) overrides of keys the preset sweeps go into the sub-grids (jobs.experiment.subgrids);
+    every other override applies to every point as given."""
+    swept = {k for g in [exp.get("axes") or {}, *(exp.get("grid") or [])] if isinstance(g, dict) for k in g}
+    given = {o.key_or_group: list(o.sweep_string_iterator()) if o.is_discrete_sweep()
+             else [o.get_value_element_as_str()] for o in overrides
+             if o.key_or_group in swept and o.type is OverrideType.CHANGE and o.package is None
+             and (o.is_discrete_sweep() or not o.is_sweep_override())}
+    lines = [o.input_line for o in overrides if o.key_or_group not in given]
+    grids = experiment.subgrids(exp, given)
+    print(experiment.describe(exp, grids), flush=True)
+    jobs: list[list[str]] = []
+    for grid in grids:
+        jobs += BasicSweeper.split_arguments(parser.parse_overrides([*experiment.override_lines(grid), *lines]),
+                                             None)[0]
+    return jobs
 
 
 def _is_value(o: Override, groups: set[str]) -> bool:

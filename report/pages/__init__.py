@@ -1,20 +1,27 @@
 """Page registry. Each module in this package defines ``PAGE = Page(...)`` (or ``PAGES = [...]``).
 
-To add a workload (quantization, fine-tuning, super-resolution, ...) drop in one module here
-plus one template in ``report/templates/``; nothing else needs to change. Modules are found
-by :func:`discover` with pkgutil, sorted by ``Page.order``. When report.build has a baseline, it passes
+A workload (quantization, fine-tuning, super-resolution, ...) gets the overview, scaling, speedup, data and
+baseline pages from its metric declarations alone; its own pages live next to its code, in a ``report``
+module of its package (``jobs/workloads/<name>/report.py``, templates in a ``templates/`` folder beside it).
+Modules are found by :func:`discover` with pkgutil (and in every registered workload), sorted by
+``Page.order``. When report.build has a baseline, it passes
 the analysis.compare.Comparison to every page's ``baseline`` hook (None otherwise).
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
 from analysis.compare import Comparison
+from analysis.derived import workload_sets
+from jobs import workloads
+from jobs.metrics import MetricSet
 from report.charts import Chart
 
 
@@ -50,6 +57,9 @@ class Page:
     # Extra context from the --baseline comparison (None without one); needs_baseline: only built with one.
     baseline: Callable[[pd.DataFrame, Comparison | None], dict[str, Any]] = field(default=_no_baseline)
     needs_baseline: bool = False
+    workload: str | None = None    # the workload this page is about, if any
+    # href (relative to the site root) of the chart that shows one table row: the overview links its headlines there
+    link: Callable[[pd.Series], str] | None = None
 
     @property
     def filename(self) -> str:
@@ -73,6 +83,19 @@ def rows_for(table: pd.DataFrame, workload: str) -> pd.DataFrame:
     return table[table["workload"].eq(workload) | table["workload"].isna()]
 
 
+def by_workload(table: pd.DataFrame) -> list[tuple[MetricSet, pd.DataFrame]]:
+    """(metric set, its rows) for every workload in the table that declares its metrics, by name."""
+    return [(ms, table[table["workload"].eq(ms.workload)]) for ms in workload_sets(table)]
+
+
+def workload_fields(frame: pd.DataFrame, ms: MetricSet, first: tuple[str, ...] = (),
+                    skip: tuple[str, ...] = ()) -> list[str]:
+    """Columns that name a series of `ms`'s points: `first`, the workload's labels, and its `varied`
+    parameters where they take several values in `frame`."""
+    fields = [*first, *ms.labels, *(v for v in ms.varied if v in frame and frame[v].nunique() > 1)]
+    return [f for f in dict.fromkeys(fields) if f in frame and f not in skip]
+
+
 def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     """Human label per row from parameter columns, e.g. "tiny-llama · fp32 · 2 cards · batch 4"."""
 
@@ -88,12 +111,34 @@ def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     return frame.apply(one, axis=1) if len(frame) else pd.Series(dtype=str)
 
 
+def _workload_page_modules() -> list[str]:
+    """`<workload package>.report` of every registered workload that has one."""
+    found = []
+    for name in workloads.names():
+        module = f"{workloads.WORKLOADS[name]}.report"
+        try:
+            if importlib.util.find_spec(module):
+                found.append(module)
+        except ModuleNotFoundError:  # the workload is a plain module, not a package
+            pass
+    return found
+
+
+def template_dirs() -> list[Path]:
+    """The `templates/` folders beside the workloads' report modules (report/templates comes first)."""
+    dirs = []
+    for module in _workload_page_modules():
+        origin = importlib.util.find_spec(module).origin
+        if origin and (Path(origin).parent / "templates").is_dir():
+            dirs.append(Path(origin).parent / "templates")
+    return dirs
+
+
 def discover() -> list[Page]:
     pages: list[Page] = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{__name__}.{info.name}")
+    modules = [f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__) if not i.name.startswith("_")]
+    for name in modules + _workload_page_modules():
+        mod = importlib.import_module(name)
         pages += list(getattr(mod, "PAGES", [])) + ([mod.PAGE] if hasattr(mod, "PAGE") else [])
     slugs = [p.slug for p in pages]
     dupes = {s for s in slugs if slugs.count(s) > 1}

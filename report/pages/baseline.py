@@ -7,22 +7,25 @@ from typing import Any
 import pandas as pd
 
 from analysis.compare import IMPROVEMENT, REGRESSION, WITHIN, Comparison
-from jobs.metrics import DEFINITIONS
+from jobs import workloads
+from jobs.metrics import DERIVED
 from report.charts import fmt_num
 from report.pages import MAX_ROWS, Page, label
 
-POINT = ("workload", "hardware", "model", "precision", "cards", "batch_size", "shape", "scaling", "engine")
+POINT = ("workload", "hardware", "model", "precision", "cards")   # then each workload's labels
 SECTIONS = ((REGRESSION, "regressions", "Regressions"), (IMPROVEMENT, "improvements", "Improvements"),
             (WITHIN, "within", "Within tolerance"))
 BETTER = {"higher": "higher is better", "lower": "lower is better"}
 
 
 def _units() -> dict[str, str]:
-    return {k: str(v[0]) for k, v in DEFINITIONS.items()}
+    return {m.name: m.unit for ms in workloads.metric_sets() for m in (*ms.metrics, *DERIVED)}
 
 
 def _labels(frame: pd.DataFrame) -> pd.Series:
-    return label(frame, [c for c in POINT if c in frame]) if len(frame) else pd.Series(dtype=str)
+    own = [k for ms in workloads.metric_sets() for k in (*ms.labels, *ms.varied)]
+    return label(frame, [c for c in dict.fromkeys([*POINT, *own]) if c in frame]) if len(frame) \
+        else pd.Series(dtype=str)
 
 
 def keys_text(c: Comparison) -> str:

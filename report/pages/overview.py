@@ -8,25 +8,19 @@ from typing import Any
 import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
-from analysis.derived import BASIS
+from analysis.derived import workload_sets
 from report.charts import fmt_num
-from report.pages import MAX_ROWS, Page, baseline, label, scaling, speedup
-from report.pages.inference import throughput_id
+from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
 
-TABLE_COLUMNS = [
-    ("hardware", "hardware", None), ("model", "model", None), ("precision", "precision", None),
-    ("cards", "cards", None), ("batch_size", "batch", None), ("shape", "shape (in×out tokens)", None),
-    ("status", "status", None),
-    ("throughput_out_tok_s", "output throughput", "tokens/s"), ("latency_s", "latency", "s"),
-    ("ttft_s", "TTFT", "s"), ("itl_s", "ITL", "s"),
-]
-NUMERIC = {"throughput_out_tok_s", "latency_s", "ttft_s", "itl_s"}
-CONFIG = ("hardware", "model", "precision", "cards", "batch_size", "shape", "scaling")
+# Parameter columns of the points table; each workload in the table adds its labels, its main throughput and the
+# metrics it lists in MetricSet.overview.
+TABLE_PARAMS = (("workload", "workload"), ("hardware", "hardware"), ("model", "model"), ("precision", "precision"),
+                ("cards", "cards"))
+CONFIG = ("hardware", "model", "precision", "cards")   # then the workload's labels
 # provenance columns analysis.aggregate flattens, shown per hardware
 VERSIONS = (("device_name", "device"), ("device_runtime", "runtime"), ("torch_version", "torch"),
             ("transformers_version", "transformers"), ("accelsweep_version", "accelsweep"),
             ("git_commit", "accelsweep commit"))
-WORKLOAD_CHART = {"inference": lambda r: f"inference.html#{throughput_id(str(r['hardware']))}"}
 N_WORST = 10
 
 
@@ -38,8 +32,9 @@ def _cell(value: Any, numeric: bool) -> str:
     return str(value)
 
 
-def _config(rows: pd.DataFrame) -> str:
-    return label(rows, [c for c in CONFIG if c in rows]).iloc[0]
+def _links() -> dict[str, Any]:
+    """Workload -> the function that links a row to its chart (a workload page's Page.link)."""
+    return {p.workload: p.link for p in discover() if p.workload and p.link}
 
 
 def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -48,16 +43,17 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     if ok.empty:
         return [{"text": "No successful points yet.", "href": None}]
     items = []
-    if BASIS in ok and ok[BASIS].notna().any():
-        tp = ok[ok[BASIS].notna()]
-        workloads = tp["workload"].fillna("(workload not recorded)") if "workload" in tp else pd.Series(
-            "(workload not recorded)", index=tp.index)
-        for wl, g in tp.groupby(workloads, sort=True):
-            best = g.loc[[g[BASIS].astype(float).idxmax()]]
-            link = WORKLOAD_CHART.get(wl)
-            items.append({"text": f"Fastest {wl} configuration: {fmt_num(best[BASIS].iloc[0])} tokens/s median "
-                                  f"output throughput ({_config(best)}).",
-                          "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
+    links = _links()
+    for ms, g in by_workload(ok):
+        x = pd.to_numeric(g[ms.throughput], errors="coerce") if ms.throughput in g else pd.Series(dtype=float)
+        if not x.notna().any():
+            continue
+        best = g.loc[[x.idxmax()]]
+        link = links.get(ms.workload)
+        config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
+        items.append({"text": f"Fastest {ms.workload} configuration: {fmt_num(x.max())} {ms.main.unit} median "
+                              f"{ms.main.title} ({config}).",
+                      "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
     data = scaling.points(table)
     multi = data[data["cards"] > 1] if len(data) else data
     for kind in scaling.kinds(multi):
@@ -76,11 +72,25 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     if len(pairs):
         r = pairs.loc[pairs["speedup"].idxmax()]
         items.append({"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}).",
-                      "href": f"speedup.html#{speedup.chart_id(r['family'])}"})
+                      "href": f"speedup.html#{speedup.chart_id(r['workload'], r['family'])}"})
     else:
         items.append({"text": "No generation speedup: no point was measured on two consecutive generations.",
                       "href": "speedup.html"})
     return items
+
+
+def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]:
+    """(column, header, unit, kind) of the points table: kind is "text", "status" or "num"."""
+    sets = workload_sets(table)
+    params = [(c, h, None, "text") for c, h in TABLE_PARAMS if c != "workload" or len(sets) > 1]
+    params += [(c, c.replace("_", " "), None, "text") for c in dict.fromkeys(k for ms in sets for k in ms.labels)
+               if c in table]
+    metrics = {}
+    for ms in sets:
+        for name in (ms.throughput, *ms.overview):
+            metrics.setdefault(name, ms.get(name))
+    return [*params, ("status", "status", None, "status"),
+            *[(m.name, m.title, m.unit, "num") for m in metrics.values() if m.name in table]]
 
 
 def versions(table: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
@@ -108,11 +118,12 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             })
     counts = (table["status"].fillna("unknown").value_counts().sort_index() if "status" in table
               else pd.Series(dtype=int))
-    headers = [f"{name} ({unit})" if unit else name for _, name, unit in TABLE_COLUMNS]
+    columns = table_columns(table)
+    headers = [f"{name} ({unit})" if unit else name for _, name, unit, _ in columns]
     rows = []
     for _, r in table.head(MAX_ROWS).iterrows():
         rows.append({"status": str(r.get("status")), "point_id": r.get("point_id"),
-                     "cells": [(_cell(r.get(c), c in NUMERIC), c in NUMERIC) for c, _, _ in TABLE_COLUMNS]})
+                     "cells": [(_cell(r.get(c), kind == "num"), kind) for c, _, _, kind in columns]})
     version_headers, version_rows = versions(table)
     return {"sweeps": sweeps, "status_counts": [(str(k), int(v)) for k, v in counts.items()],
             "total": len(table), "headers": headers, "rows": rows, "headlines": headlines(table),

@@ -1,7 +1,9 @@
-"""scaling.html: scaling efficiency vs cards for every workload × hardware × model, strong and weak scaling apart.
+"""scaling.html: scaling efficiency vs cards, one section per workload (in its own unit of work), one chart per
+hardware × model, strong and weak scaling apart.
 
-The efficiency is the table's ``scaling_efficiency`` column (analysis.derived, defined in jobs.metrics); a point
-is only ever compared with the 1-card point of the same scaling mode, so the two modes are charted separately.
+The efficiency is the table's ``scaling_efficiency`` column (analysis.derived, declared in jobs.metrics), computed
+from each workload's main throughput; a point is only ever compared with the 1-card point of the same scaling mode,
+so the two modes are charted separately.
 """
 from __future__ import annotations
 
@@ -10,21 +12,23 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from jobs.metrics import DEFINITIONS
-from analysis.derived import BASIS
+from analysis.derived import basis
+from jobs import workloads
+from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, limit_series,
                            records, series_note, to_spec)
-from report.pages import Page, label
+from report.pages import Page, by_workload, label, workload_fields
 
-EFF = "scaling_efficiency"
+EFF = SCALING_EFFICIENCY
 GOOD = 0.8
-SERIES = ("precision", "shape", "batch_size", "engine")
+FIRST = ("precision",)   # series are precision · the workload's labels (its scaling mode is the section)
 UNKNOWN = "unrecorded"
 # scaling mode -> (section title, what stays fixed as cards grow, the efficiency formula that then applies)
 KINDS = {
-    "strong": ("Strong scaling", "Total work fixed: batch_size is the job's batch, split over the cards",
+    "strong": ("Strong scaling", "Total work fixed: the job's work (inference: batch_size) is split over the cards",
                "T(1) / (N·T(N))"),
-    "weak": ("Weak scaling", "Work per card fixed: every card runs batch_size", "X(N) / (N·X(1))"),
+    "weak": ("Weak scaling", "Work per card fixed: every card does the same work (inference: runs batch_size)",
+             "X(N) / (N·X(1))"),
 }
 NO_MULTI = ("No multi-card data: every successful point ran on one card, so there is no scaling efficiency to "
             "show. Sweep cards=1,2,4,… to get one.")
@@ -55,22 +59,25 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
 def points(table: pd.DataFrame) -> pd.DataFrame:
     """Successful points with an efficiency, one row per workload × hardware × model × mode × series × cards."""
     ok = _ok(table)
-    if EFF not in ok:
+    if EFF not in ok or "workload" not in ok:
         return pd.DataFrame()
     ok = ok[pd.to_numeric(ok[EFF], errors="coerce").notna()]
-    if ok.empty:
-        return pd.DataFrame()
-    fields = [f for f in SERIES if f in ok and (f != "engine" or ok[f].nunique() > 1)]
+    parts = [_points(rows, ms) for ms, rows in by_workload(ok) if len(rows)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
+    fields = workload_fields(ok, ms, FIRST, skip=("scaling",))
     data = pd.DataFrame({
-        "workload": _text(ok, "workload", "(workload not recorded)"),
+        "workload": ms.workload,
         "hardware": _text(ok, "hardware", "(hardware not recorded)"),
         "model": _text(ok, "model", "(model not recorded)"),
         "kind": _text(ok, "scaling", UNKNOWN).str.lower(),
-        "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float),
-        "tput": ok[BASIS].astype(float) if BASIS in ok else float("nan"),
-        "series": label(ok, fields).to_numpy() if fields else "all points"})
+        "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float), "tput": basis(ok),
+        "series": label(ok, fields).to_numpy() if fields else "all points",
+        "legend": " · ".join(fields) or "series"})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
-    return (data.groupby(["workload", "hardware", "model", "kind", "series", "cards"], sort=True)
+    return (data.groupby(["workload", "hardware", "model", "kind", "series", "legend", "cards"], sort=True)
             .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size")).reset_index())
 
 
@@ -89,6 +96,7 @@ def describe(kind: str) -> tuple[str, str, str]:
 
 def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Chart:
     name, _, formula = describe(kind)
+    ms = workloads.metric_set(workload)
     t = f"{name} — {workload} · {hw} · {model}"
     # rank series by their efficiency at their largest card count (the 1-card point is always 1.0)
     last = d.sort_values("cards").groupby("series")["eff"].last()
@@ -100,14 +108,14 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
     d, shown, total = limit_series(d.assign(score=d["series"].map(last)), "score", ["series"], k=len(PALETTE))
 
     values = records(d[["cards", "eff", "tput", "series", "points"]])
-    legend = "precision · shape · batch"
+    legend = str(d["legend"].iloc[0])
     x = alt.X("cards:Q", title="Cards (accelerators, count)", scale=alt.Scale(domainMin=1, nice=False),
               axis=alt.Axis(values=sorted(int(c) for c in d["cards"].unique()), format="d"))
     y = alt.Y("eff:Q", title=f"Scaling efficiency, {formula} (ratio, 1 = ideal)", scale=alt.Scale(domainMin=0))
     col = alt.Color("series:N", title=legend, scale=alt.Scale(range=PALETTE), legend=alt.Legend(labelLimit=320))
     tooltip = [alt.Tooltip("series:N", title=legend), alt.Tooltip("cards:Q", title="cards"),
                alt.Tooltip("eff:Q", title="efficiency", format=".3f"),
-               alt.Tooltip("tput:Q", title="median output tok/s", format=",.4~g"),
+               alt.Tooltip("tput:Q", title=f"median {ms.main.title} ({ms.main.unit})", format=",.4~g"),
                alt.Tooltip("points:Q", title="points")]
     lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(filled=True, size=60)).encode(
         x=x, y=y, color=col, tooltip=tooltip)   # inherits the layer's data, so the values are embedded once
@@ -141,7 +149,7 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 
 
 def _definition() -> str:
-    return DEFINITIONS.get(EFF, ("", ""))[1]
+    return next(m.definition for m in DERIVED if m.name == EFF)
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
@@ -152,13 +160,19 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     message = (NO_DATA if ok.empty else NO_MULTI if multi.empty else
                "no multi-card point has a 1-card point with otherwise equal parameters, so no efficiency is "
                "defined" if n_orphans == len(multi) else "")
+    groups = list(_groups(data))
     sections = []
-    for kind in kinds(data):
-        ids = [chart_id(k, wl, hw, m) for k, wl, hw, m, _ in _groups(data) if k == kind]
-        if ids:
-            title, fixed, formula = describe(kind)
-            sections.append({"id": section_id(kind), "title": title, "fixed": fixed,
-                             "formula": formula, "ids": ids})
+    for wl in sorted({g[1] for g in groups}):
+        ms = workloads.metric_set(wl)
+        modes = []
+        for kind in kinds(data):
+            ids = [chart_id(k, w, hw, m) for k, w, hw, m, _ in groups if k == kind and w == wl]
+            if ids:
+                title, fixed, formula = describe(kind)
+                modes.append({"id": f"{anchor(wl)}-{section_id(kind)}", "title": title, "fixed": fixed,
+                              "formula": formula, "ids": ids})
+        sections.append({"id": f"workload-{anchor(wl)}", "workload": wl, "throughput": ms.throughput,
+                         "unit": ms.main.unit, "work": ms.work, "modes": modes})
     return {"definition": _definition(), "message": message, "sections": sections,
             "n_orphans": n_orphans if n_orphans < len(multi) else 0, "good": GOOD}
 

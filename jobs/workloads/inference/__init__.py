@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs import metrics
 from jobs.workloads import Result
 
 from . import engines, model_math
-
+from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+from .metrics import repeat as repeat_metrics
 
 
 def tasks(cfg: dict[str, Any]) -> str:
@@ -176,8 +176,8 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
     for rep in zip(*(r["repeats"] for r in ranks), strict=True):
         ttft = max(t for t, _, _ in rep)
         latency = max(lat for _, lat, _ in rep)
-        for name, value in metrics.inference_repeat(batch=total_batch, input_tokens=inp, output_tokens=out,
-                                                    latency_s=latency, ttft_s=ttft).items():
+        for name, value in repeat_metrics(batch=total_batch, input_tokens=inp, output_tokens=out,
+                                          latency_s=latency, ttft_s=ttft).items():
             samples.setdefault(name, []).append(value)
     if all(r["peak"] is not None for r in ranks):
         samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]

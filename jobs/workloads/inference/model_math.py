@@ -1,6 +1,6 @@
 """Sizes, bytes and FLOPs of a decoder-only transformer from its config (LLaMA/Mistral/Mixtral shapes).
 
-Used before a run (memory fit) and after it (roofline fractions); formulas in jobs.metrics.DEFINITIONS.
+Used before a run (memory fit) and after it (roofline fractions); formulas in .metrics (METRICS).
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""inference.html: throughput vs batch size (with published reference points where a configuration matches),
-TTFT / ITL vs sequence length, tokens per joule and roofline fractions. Scaling is on scaling.html."""
+"""inference.html, the inference workload's own report page (found by report.pages.discover next to this code;
+template in templates/): throughput vs batch size (with published reference points where a configuration
+matches), TTFT / ITL vs sequence length, tokens per joule and roofline fractions. Scaling is on scaling.html."""
 from __future__ import annotations
 
 import functools
@@ -307,4 +308,5 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
 
 
 PAGE = Page(slug="inference", title="Inference", template="inference.html", context=context, charts=charts,
-            applies=workload_page_applies(WORKLOAD), order=10)
+            applies=workload_page_applies(WORKLOAD), order=10, workload=WORKLOAD,
+            link=lambda row: f"inference.html#{throughput_id(str(row['hardware']))}")

@@ -1,0 +1,124 @@
+"""python -m jobs.catalogue: what a sweep can use — study presets, workloads and their metrics, hardware, models,
+precisions and clusters — read from hydra_conf/ and the workloads' declarations (also `python -m jobs.sweep --help`).
+
+--metrics-markdown prints the README's metric tables from the declarations.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobs import experiment, workloads
+from jobs.metrics import DERIVED, Metric
+
+CONF = Path(__file__).resolve().parents[1] / "hydra_conf"
+USAGE = """\
+python -m jobs.sweep -m key=a,b other=x,y      cross the values: every combination is one point
+python -m jobs.sweep -m +experiment=<preset>   a published study's grid (add keys to narrow it)
+python -m jobs.sweep ... dry_run=true          print the plan, run nothing
+python -m jobs.sweep --hydra-help              Hydra's own options; `--cfg job` prints a point's config"""
+
+
+def _group(name: str) -> list[dict[str, Any]]:
+    return [{"file": p.stem, **(yaml.safe_load(p.read_text()) or {})} for p in sorted((CONF / name).glob("*.yaml"))]
+
+
+def _join(values: Any) -> str:
+    if values is None:
+        return "—"
+    return str(values) if isinstance(values, (str, int, float)) else ", ".join(map(str, values))
+
+
+def tables() -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, headers, rows) of every section of the page."""
+    presets = []
+    for p in experiment.presets():
+        try:
+            grids = experiment.subgrids(p)
+            shape = [str(len(grids)), str(sum(map(experiment.size, grids)))]
+        except experiment.BadPreset as exc:
+            shape = ["invalid", str(exc)]
+        presets.append([f"+experiment={p['file']}", str(p.get("title", "")), *shape, _join(p.get("metrics"))])
+    loads = []
+    for name in workloads.names():
+        ms = workloads.metric_set(name)
+        loads.append([f"workload={name}", f"{ms.throughput} ({ms.main.unit})", ms.work,
+                      _join(m.name for m in ms.metrics if m.name != ms.throughput)])
+    hardware = [[f"hardware={h['file']}", str(h.get("vendor")), str(h.get("device")),
+                 f"{h.get('family')} gen {h.get('generation')}", str(h.get("cards_per_node")),
+                 _join(h.get("memory_gb")), _join(h.get("precisions"))] for h in _group("hardware")]
+    models = [[f"model={m['file']}", _join(m.get("params_b")), str(m.get("init")), _join(m.get("hf_id"))]
+              for m in _group("model")]
+    precisions = [[f"precision={p['file']}", str(p.get("kind")), _join(p.get("dtype")), _join(p.get("weight_bits"))]
+                  for p in _group("precision")]
+    clusters = [[f"cluster={c['file']}", str(c.get("kind")), _join(c.get("max_nodes")), _join(c.get("hardware"))]
+                for c in _group("cluster")]
+    return [
+        ("Study presets", ["override", "study", "sub-grids", "points", "metrics it reports"], presets),
+        ("Workloads", ["override", "main throughput", "unit of work", "other metrics"], loads),
+        ("Hardware", ["override", "vendor", "device", "generation", "cards/node", "memory (GB)", "precisions"],
+         hardware),
+        ("Models", ["override", "params (B)", "init", "Hugging Face id"], models),
+        ("Precisions", ["override", "kind", "dtype", "weight bits"], precisions),
+        ("Clusters", ["override", "kind", "max nodes", "hardware (— : all)"], clusters),
+    ]
+
+
+def show(out=None) -> None:
+    from rich.table import Table
+
+    from jobs.progress import console as make_console
+
+    console = out or make_console()
+    console.print("accelsweep: python -m jobs.sweep [-m] key=value ...\n", markup=False, highlight=False)
+    console.print(USAGE + "\n", markup=False, highlight=False)
+    for title, headers, rows in tables():
+        table = Table(title=title, title_justify="left", show_edge=False)
+        for i, h in enumerate(headers):
+            table.add_column(h, overflow="fold", no_wrap=i == 0)
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
+        console.print()
+    console.print("Metric definitions: README.md (Metrics), the report's Data page, or --metrics-markdown.",
+                  markup=False, highlight=False)
+
+
+def _md_rows(metrics: tuple[Metric, ...], main: str | None = None) -> list[str]:
+    lines = ["| metric | unit | better | per repeat | across hardware | definition |", "|---|---|---|---|---|---|"]
+    for m in metrics:
+        name = f"`{m.name}`" + (" (main throughput)" if m.name == main else "")
+        lines.append(f"| {name} | {m.unit} | {m.better or 'not compared'} | {m.repeat} | "
+                     f"{'yes' if m.cross_hardware else 'no'} | {m.definition} |")
+    return lines
+
+
+def metric_tables() -> str:
+    """Markdown: one table per registered workload, then the derived metrics (README's metric section)."""
+    lines: list[str] = []
+    for ms in workloads.metric_sets():
+        lines += [(f"**{ms.workload}** (`jobs/workloads/{ms.workload}/metrics.py`): main throughput "
+                   f"`{ms.throughput}`, in {ms.work} per second."), ""]
+        lines += _md_rows(ms.metrics, ms.throughput) + [""]
+    lines += [("**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` for every workload "
+               "from its main throughput):"), ""]
+    return "\n".join(lines + _md_rows(DERIVED))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m jobs.catalogue", description=__doc__.splitlines()[0])
+    ap.add_argument("--metrics-markdown", action="store_true", help="print the README's metric tables")
+    args = ap.parse_args(argv)
+    if args.metrics_markdown:
+        print(metric_tables())
+    else:
+        show()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""studies.html: a study preset's published figures overlaid on the measured ones, for every metric the study
+reports (hydra_conf/experiment/<preset>.yaml `metrics`), where measured points match a published configuration
+(analysis.references.STUDIES). Built only when some measured point matches."""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from analysis import references
+from jobs import experiment, workloads
+from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, fmt_num, records, to_spec
+from report.pages import MAX_ROWS, Page, label
+
+
+@functools.cache
+def _published(name: str) -> pd.DataFrame:
+    return references.STUDIES[name].load()
+
+
+def _study(name: str) -> references.Study:
+    """The registered study, its figures loaded once per process."""
+    s = references.STUDIES[name]
+    return references.Study(**{**s.__dict__, "load": functools.partial(_published, name)})
+
+
+def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], references.Study, pd.DataFrame]]:
+    """(preset, study, compare_study rows) for every preset whose study matches a measured point."""
+    out = []
+    for preset in experiment.presets():
+        name = preset.get("reference")
+        if name not in references.STUDIES or table.empty:
+            continue
+        try:
+            rows = references.compare_study(table, _study(name), list(preset.get("metrics") or []))
+        except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
+            continue
+        if len(rows):
+            out.append((preset, references.STUDIES[name], rows))
+    return out
+
+
+def chart_id(preset: str, metric: str) -> str:
+    return f"study-{anchor(preset, metric)}"
+
+
+def _unit(metric: str) -> str:
+    for ms in workloads.metric_sets():
+        if ms.get(metric):
+            return ms.get(metric).unit
+    return ""
+
+
+def charts(table: pd.DataFrame) -> list[Chart]:
+    out = []
+    for preset, study, rows in comparisons(table):
+        for metric, d in rows.groupby("metric", sort=False):
+            unit = _unit(metric)
+            d = d.assign(config=label(d, [k for k in study.keys if k != "hardware"]).to_numpy(),
+                         model=d["model"].astype(str) if "model" in d else "")
+            t = f"{metric}: measured vs published — {study.title}"
+            top = float(max(d["published"].max(), d["measured"].max()))
+            tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("config:N", title="configuration"),
+                       alt.Tooltip("engine:N", title="published engine"),
+                       alt.Tooltip("measured_engine:N", title="measured engine"),
+                       alt.Tooltip("published:Q", format=",.4~g"), alt.Tooltip("measured:Q", format=",.4~g"),
+                       alt.Tooltip("ratio:Q", title="measured / published", format=".3f")]
+            points = alt.Chart(alt.Data(values=records(d[["hardware", "config", "engine", "measured_engine",
+                                                          "model", "published", "measured", "ratio"]]))).mark_point(
+                filled=True, size=60).encode(
+                x=alt.X("published:Q", title=f"Published {metric} ({unit})", scale=alt.Scale(zero=True)),
+                y=alt.Y("measured:Q", title=f"Measured {metric}, median ({unit})", scale=alt.Scale(zero=True)),
+                color=color("model", "model"), shape=alt.Shape("hardware:N"), tooltip=tooltip)
+            same = alt.Chart(alt.Data(values=[{"x": 0, "y": 0}, {"x": top, "y": top}])).mark_line(
+                color="#555", strokeDash=[6, 4]).encode(x="x:Q", y="y:Q")
+            subtitle = "one mark per matched configuration and published engine; dashed: measured = published"
+            spec = to_spec(base_config(alt.layer(same, points).properties(
+                width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))))
+            summary = (f"{len(d)} comparison{'s' if len(d) != 1 else ''}; measured / published: median "
+                       f"{fmt_num(d['ratio'].median())}, from {fmt_num(d['ratio'].min())} to "
+                       f"{fmt_num(d['ratio'].max())}.")
+            note = study.notes.get(metric)
+            out.append(Chart(chart_id(preset["file"], metric), t, summary + (f" Published: {note}." if note else ""),
+                             spec))
+    return out
+
+
+def context(table: pd.DataFrame) -> dict[str, Any]:
+    sections = []
+    for preset, study, rows in comparisons(table):
+        shown = rows.head(MAX_ROWS)
+        sections.append({
+            "id": anchor(preset["file"]), "title": study.title, "preset": preset["file"],
+            "notes": str(preset.get("notes") or ""), "attribution": study.attribution,
+            "metrics": [{"name": m, "note": study.notes.get(m, ""), "id": chart_id(preset["file"], m)}
+                        for m in rows["metric"].unique()],
+            "keys": list(study.keys), "n": len(rows),
+            "rows": [{"keys": [r[k] for k in study.keys], "engine": r["engine"],
+                      "measured_engine": r["measured_engine"], "metric": r["metric"], "published": fmt_num(r["published"]), "measured": fmt_num(r["measured"]),
+                      "ratio": fmt_num(r["ratio"])} for _, r in shown.iterrows()]})
+    return {"sections": sections, "max_rows": MAX_ROWS}
+
+
+PAGE = Page(slug="studies", title="Published studies", template="studies.html", context=context, charts=charts,
+            applies=lambda table: bool(comparisons(table)), order=60)

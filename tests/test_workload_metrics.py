@@ -1,0 +1,121 @@
+"""Metrics declared by workloads: a workload the package does not know (tests/toy_workload) gets its derived
+metrics and report sections from its declarations alone; old inference records and point ids are unchanged.
+The tables here are made-up test input, not measurements."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.aggregate import table_from_records
+from analysis.derived import add_derived
+
+DATA = Path(__file__).with_name("data")
+
+
+def _toy(hardware, cards, x, *, previous=None, status="ok", size="large", decoy=999.0):
+    """A toy row; `decoy` sits in inference's throughput column, which must not be the toy's basis."""
+    return {"workload": "toy", "hardware": hardware, "hardware_previous": previous, "hardware_family": "fam",
+            "cards": cards, "status": status, "model": "m", "precision": "fp32", "seed": 0, "scaling": "weak",
+            "widget_size": size, "widgets_per_s": x, "wobble_ppm": 3.0, "throughput_out_tok_s": decoy,
+            "point_id": f"toy-{hardware}-{cards}-{size}", "sweep": "s"}
+
+
+def _inference(cards, x):
+    return {"workload": "inference", "hardware": "a", "hardware_previous": None, "hardware_family": "fam",
+            "cards": cards, "status": "ok", "model": "m", "precision": "fp32", "seed": 0, "scaling": "weak",
+            "engine": "hf", "batch_size": 1, "input_tokens": 8, "output_tokens": 8, "warmup": 1, "repeats": 3,
+            "throughput_out_tok_s": x, "point_id": f"inf-{cards}", "sweep": "s"}
+
+
+def _table():
+    return add_derived(pd.DataFrame([
+        _toy("a", 1, 10.0), _toy("a", 2, 18.0), _toy("a", 4, 30.0),
+        _toy("b", 1, 25.0, previous="a"), _toy("b", 2, 40.0, previous="a"),
+        _toy("b", 4, math.nan, previous="a", status="oom"),
+        _toy("a", 2, 12.0, size="small"),                 # no 1-card point with widget_size=small
+        _inference(1, 100.0), _inference(2, 150.0),
+    ]))
+
+
+def test_each_workload_derives_from_its_own_main_throughput(toy_workload):
+    t = _table()
+    eff = dict(zip(t.point_id, t.scaling_efficiency))
+    sp = dict(zip(t.point_id, t.speedup_vs_previous))
+    # toy: widgets_per_s, X(N) / (N X(1))
+    assert eff["toy-a-1-large"] == 1.0
+    assert eff["toy-a-2-large"] == pytest.approx(18 / (2 * 10))     # 0.9
+    assert eff["toy-a-4-large"] == pytest.approx(30 / (4 * 10))     # 0.75
+    assert eff["toy-b-2-large"] == pytest.approx(40 / (2 * 25))     # 0.8
+    assert math.isnan(eff["toy-b-4-large"]) and math.isnan(eff["toy-a-2-small"])
+    # toy: b over its previous generation a, same cards and widget size
+    assert sp["toy-b-1-large"] == pytest.approx(25 / 10) and sp["toy-b-2-large"] == pytest.approx(40 / 18)
+    assert math.isnan(sp["toy-a-1-large"]) and math.isnan(sp["toy-b-4-large"])
+    # inference, in the same table, from throughput_out_tok_s: the toy's decoy 999 is never its 1-card point
+    assert eff["inf-2"] == pytest.approx(150 / (2 * 100))
+
+
+def test_unknown_workload_gets_no_derived_metrics():
+    t = _table()      # the toy workload is not registered in this test
+    assert t.loc[t.workload.eq("toy"), ["scaling_efficiency", "speedup_vs_previous"]].isna().all().all()
+    assert t.loc[t.point_id.eq("inf-2"), "scaling_efficiency"].item() == pytest.approx(0.75)
+
+
+def test_toy_workload_gets_scaling_and_speedup_sections(toy_workload, tmp_path):
+    from report.build import build
+    from report.charts import anchor
+    from report.pages import scaling, speedup
+
+    site = build(_table(), tmp_path / "site").parent
+    text = (site / "scaling.html").read_text()
+    assert f'<h2 id="workload-{anchor("toy")}">toy</h2>' in text and "(widgets/s: widgets per second)" in text
+    assert f'<h2 id="workload-{anchor("inference")}">inference</h2>' in text
+    spec = json.loads(text.split(f'id="{scaling.chart_id("weak", "toy", "a", "m")}-spec">')[1].split("</script>")[0])
+    values = {(v["cards"], round(v["eff"], 9), v["tput"]) for part in [spec, *spec.get("layer", [])]
+              for v in part.get("data", {}).get("values", []) if "cards" in v}
+    assert values == {(1, 1.0, 10.0), (2, 0.9, 18.0), (4, 0.75, 30.0)}
+    assert "median widget rate (widgets/s)" in text
+
+    text = (site / "speedup.html").read_text()
+    assert "Generation speedup — toy · fam" in text and f'id="{speedup.chart_id("toy", "fam")}"' in text
+    assert "<th>new (widgets/s)</th>" in text
+    assert '<td class="num">10</td><td class="num">25</td><td class="num">2.5</td>' in text
+
+    data = (site / "data.html").read_text()
+    assert "<code>widgets_per_s</code> (main throughput)" in data and "<code>wobble_ppm</code>" in data
+    index = (site / "index.html").read_text()
+    assert "Fastest toy configuration: 40 widgets/s median widget rate (b · m · fp32 · 2 cards · large)." in index
+    assert 'href="toy.html#toy-b"' in index and 'id="toy-b"' in (site / "toy.html").read_text()
+    assert "<th>wobble (ppm)</th>" in index
+
+
+def test_an_inference_record_from_before_metric_sets_reads_into_the_same_row():
+    """Records and their table rows written by the code before this change (commit 289c206)."""
+    from jobs.records import validate
+
+    records = json.loads((DATA / "records_before_metric_sets.json").read_text())
+    for rec in records:
+        validate(rec)
+    rows = json.loads(table_from_records(records).to_json(orient="records"))
+    assert rows == json.loads((DATA / "rows_before_metric_sets.json").read_text())
+
+
+# Ids computed with the code before this change (commit 289c206); a point's id must never move.
+PINNED_IDS = [
+    (["workload.engine=hf"], "ec78d3c93f49"),
+    (["workload.engine=hf", "cards=2", "workload.batch_size=8"], "79e93162b874"),
+    (["hardware=h100", "cards=4", "precision=bf16", "workload.engine=vllm", "model=llama-3-8b",
+      "workload.shape=1024x1024"], "ee1f5f2a5bf6"),
+    (["hardware=gaudi2", "precision=bf16", "workload.engine=habana", "model=mistral-7b", "model.init=random"],
+     "8208b4c9f558"),
+]
+
+
+@pytest.mark.parametrize("overrides,pid", PINNED_IDS)
+def test_inference_point_ids_do_not_change(make_cfg, overrides, pid):
+    from jobs.plan import point_id
+
+    assert point_id(make_cfg(*overrides)) == pid
