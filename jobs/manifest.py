@@ -1,7 +1,8 @@
 """The sweep manifest: every point, and every submission of it (resource groups, job ids, command, commit).
 
 Saved after every change, so a submission that stops half-way leaves a true
-account: a group appears with a job id only once sbatch accepted it.
+account: every array is written down as "not sent" before the first sbatch
+call, and gets its job id only once sbatch accepted it.
 """
 from __future__ import annotations
 
@@ -57,21 +58,36 @@ class Manifest:
         self.save()
         return entry
 
-    def add_group(self, entry: dict, key: str, points: list[Point], *, submitted: str,
-                  job_id: str | None = None, tasks: list[str] | None = None, error: str | None = None) -> None:
+    def add_group(self, entry: dict, key: str, points: list[Point], *, submitted: str | None,
+                  job_id: str | None = None, tasks: list[str] | None = None, error: str | None = None,
+                  name: str | None = None, not_sent: str | None = None, save: bool = True) -> None:
+        """One array (or, locally, one group). `error`: Slurm refused it; `not_sent`: why it was not sent."""
         entry["groups"][key] = {"resources": asdict(points[0].resources), "points": [p.point_id for p in points],
-                                "submitted": submitted, "job_id": job_id, "tasks": tasks, "error": error}
+                                "name": name, "submitted": submitted, "job_id": job_id, "tasks": tasks,
+                                "error": error, "not_sent": not_sent}
+        if save:
+            self.save()
+
+    def sent(self, entry: dict, key: str, *, submitted: str, job_id: str | None = None,
+             tasks: list[str] | None = None, error: str | None = None, not_sent: str | None = None) -> None:
+        """What became of an array written down before sending: accepted (job id), refused, or still not sent."""
+        entry["groups"][key].update(submitted=submitted, job_id=job_id, tasks=tasks, error=error, not_sent=not_sent)
         self.save()
 
     def latest(self) -> dict[str, dict[str, Any]]:
-        """Point id -> its latest submission: {submitted, task (job id or None), group, error}."""
+        """Point id -> its latest submission: {submitted, task (job id or None), group, error, not_sent}."""
         out: dict[str, dict[str, Any]] = {}
         for entry in self.data["submissions"]:
             for key, g in entry["groups"].items():
-                for i, pid in enumerate(g["points"]):
-                    out[pid] = {"submitted": g["submitted"], "task": (g["tasks"] or [None] * (i + 1))[i],
-                                "group": key, "error": g["error"], "kind": entry["kind"]}
+                tasks = g["tasks"] or [None] * len(g["points"])
+                for pid, task in zip(g["points"], tasks):
+                    out[pid] = {"submitted": g["submitted"], "task": task, "group": g.get("name") or key,
+                                "error": g["error"], "not_sent": g.get("not_sent"), "kind": entry["kind"]}
         return out
+
+    def report_jobs(self) -> list[str]:
+        """Every report job of the sweep, oldest first."""
+        return [e["report_job"] for e in self.data["submissions"] if e.get("report_job")]
 
     def job_ids(self, *, latest_only: bool = True) -> list[str]:
         """Array job ids of the (latest) submission, without the report job."""

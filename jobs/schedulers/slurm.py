@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,12 @@ STATES = {
     "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
 }
 ACTIVE = {"pending", "running"}
+# The report job writes no record: its own exit status is its outcome.
+REPORT_STATES = {**STATES, "COMPLETED": "ok"}
+# sbatch messages that mean the controller is out of reach: the arrays after this one would fail the same way.
+UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
+               "Zero Bytes were transmitted")
+SUBMIT_LIMIT = ("AssocMaxSubmitJobLimit", "QOSMaxSubmitJobPerUserLimit", "job submit limit")
 
 
 class SlurmError(RuntimeError):
@@ -146,6 +153,60 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
     return problems
 
 
+@dataclass
+class Limits:
+    """What the site lets this user queue; None where unknown or unlimited."""
+
+    max_array_size: int | None = None   # tasks per array (Slurm's MaxArraySize: indices 0..N-1)
+    max_submit_jobs: int | None = None  # pending + running jobs of this association, array tasks counted one by one
+    queued: int | None = None           # of those, how many this user has now
+
+    @property
+    def room(self) -> int | None:
+        if self.max_submit_jobs is None:
+            return None
+        return max(0, self.max_submit_jobs - (self.queued or 0))
+
+
+def max_array_size() -> int | None:
+    """MaxArraySize from `scontrol show config` (one call)."""
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", _run(["scontrol", "show", "config"]), re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+def submit_limit(account: str | None) -> tuple[int | None, int | None]:
+    """(MaxSubmitJobs, jobs now counted against it) of this user's association with `account` (None: the
+    default one), from slurmctld's association manager: it applies inherited limits and counts array tasks."""
+    text = _run(["scontrol", "show", "assoc_mgr", f"users={getpass.getuser()}", "flags=assoc"])
+    for block in re.split(r"\n(?=ClusterName=)", text):
+        head = re.search(r"Account=(\S+) UserName=(\S+)", block)
+        if not head or not head.group(2).startswith(getpass.getuser() + "("):
+            continue
+        if (head.group(1) == account) if account else "DefAssoc=Yes" in block:
+            m = re.search(r"MaxSubmitJobs=(\d+)\((\d+)\)", block)
+            return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    return None, None
+
+
+def limits(account: str | None, configured: dict[str, Any] | None = None) -> Limits:
+    """The site's limits now; a cluster file's `limits:` may only lower them. Unanswered queries count as unknown."""
+    configured = configured or {}
+    out = Limits()
+    try:
+        out.max_array_size = max_array_size()
+    except SlurmError:
+        pass
+    try:
+        out.max_submit_jobs, out.queued = submit_limit(account)
+    except SlurmError:
+        pass
+    for attr, key in (("max_array_size", "max_array_size"), ("max_submit_jobs", "max_submit_jobs")):
+        mine, theirs = getattr(out, attr), configured.get(key)
+        if theirs is not None:
+            setattr(out, attr, theirs if mine is None else min(mine, theirs))
+    return out
+
+
 # ---- submission -------------------------------------------------------------------------------------------
 
 def python_command(cluster: dict[str, Any], container: str | None) -> str:
@@ -250,6 +311,11 @@ def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
         if task not in out and array in out:
             out[task] = out[array]
     return out
+
+
+def report_state(job: dict[str, str] | None) -> str | None:
+    """The report job's state: it writes no record, so COMPLETED means it succeeded."""
+    return REPORT_STATES.get(job["slurm_state"], "unknown") if job else None
 
 
 def _put(out: dict, jid: str, state: str, **facts: str) -> None:
