@@ -230,6 +230,8 @@ cmd_start() {
 
   add_account "$ACCOUNT" "$MAX_SUBMIT"
   add_account "$SMALL_ACCOUNT" "$SMALL_SUBMIT"
+  sacctmgr -n -P show user root format=defaultaccount | grep -qx "$ACCOUNT" ||
+    sacctmgr -i modify user root set DefaultAccount="$ACCOUNT" >/dev/null
   log "cluster $CLUSTER up (state and logs in $STATE)"
 }
 

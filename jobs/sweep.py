@@ -146,4 +146,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from jobs.cluster import with_default
+
+    sys.argv = with_default(sys.argv)   # the user's default site, unless the command names cluster=
     main()

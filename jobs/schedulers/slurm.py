@@ -76,6 +76,35 @@ def _gres_count(gres: str, name: str) -> int:
     return total
 
 
+def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
+    """'gpu:h100:8(S:0-1),hpu:8' -> [('gpu', 'h100', 8), ('hpu', None, 8)]; '(null)' -> []."""
+    out = []
+    for item in text.split(","):
+        fields = item.split("(")[0].strip().split(":")
+        if len(fields) in (2, 3) and fields[-1].isdigit():
+            out.append((fields[0], fields[1] if len(fields) == 3 else None, int(fields[-1])))
+    return out
+
+
+def nodes() -> list[dict[str, Any]]:
+    """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time."""
+    rows = []
+    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines():
+        part, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
+        rows.append({"partition": part.strip().rstrip("*"), "default": part.strip().endswith("*"),
+                     "node": node.strip(), "cpus": int(cpus.strip("+ ") or 0), "mem_mb": int(mem.strip("+ ") or 0),
+                     "gres": parse_gres(gres), "max_time": limit.strip()})
+    return rows
+
+
+def user_accounts() -> tuple[str | None, list[str]]:
+    """(this user's default Slurm account, all their accounts) from sacctmgr."""
+    user = getpass.getuser()
+    default = _run(["sacctmgr", "-n", "-P", "show", "user", user, "format=defaultaccount"]).strip() or None
+    accounts = _run(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=account"]).split()
+    return default, sorted(set(accounts))
+
+
 def partitions() -> dict[str, dict[str, Any]]:
     """Partition name -> sinfo facts (one sinfo call)."""
     out: dict[str, dict[str, Any]] = {}
