@@ -7,6 +7,7 @@ call, and gets its job id only once sbatch accepted it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -16,13 +17,29 @@ from jobs import records
 from jobs.plan import Point
 
 NAME = "manifest.json"
+JOURNAL = "manifest.journal"   # what became of each array since the last full save, one JSON line each
 
 
 class Manifest:
     def __init__(self, sweep_dir: Path):
         self.path = Path(sweep_dir) / NAME
+        self.journal = Path(sweep_dir) / JOURNAL
         self.data: dict[str, Any] = (json.loads(self.path.read_text()) if self.path.exists()
                                      else {"points": {}, "submissions": []})
+        self._replay()
+
+    def _replay(self) -> None:
+        """Apply the journal of a submission that stopped before its final save (a torn last line is skipped)."""
+        try:
+            lines = self.journal.read_text().splitlines()
+        except OSError:
+            return
+        for line in lines:
+            try:
+                note = json.loads(line)
+                self.data["submissions"][note["submission"]]["groups"][note["group"]].update(note["set"])
+            except (ValueError, KeyError, IndexError, TypeError):
+                continue
 
     @classmethod
     def load(cls, sweep_dir: Path) -> "Manifest":
@@ -42,8 +59,11 @@ class Manifest:
             raise SystemExit(2) from None
 
     def save(self) -> Path:
+        """The whole manifest, atomically; the journal is folded into it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        return records.write_record(self.path, self.data)
+        path = records.write_record(self.path, self.data)
+        self.journal.unlink(missing_ok=True)
+        return path
 
     def begin(self, points: list[Point], *, cluster: dict[str, Any], argv: list[str] | None = None,
               elsewhere: dict[str, Any] | None = None) -> dict:
@@ -70,9 +90,17 @@ class Manifest:
 
     def sent(self, entry: dict, key: str, *, submitted: str, job_id: str | None = None,
              tasks: list[str] | None = None, error: str | None = None, not_sent: str | None = None) -> None:
-        """What became of an array written down before sending: accepted (job id), refused, or still not sent."""
-        entry["groups"][key].update(submitted=submitted, job_id=job_id, tasks=tasks, error=error, not_sent=not_sent)
-        self.save()
+        """What became of an array written down before sending: accepted (job id), refused, or still not sent.
+
+        Appended to the journal (a full save of a 10,000-point manifest takes 0.5 s; a line, a millisecond)."""
+        change = {"submitted": submitted, "job_id": job_id, "tasks": tasks, "error": error, "not_sent": not_sent}
+        entry["groups"][key].update(change)
+        index = next(i for i, e in enumerate(self.data["submissions"]) if e is entry)
+        note = {"submission": index, "group": key, "set": change}
+        with open(self.journal, "a") as fh:
+            fh.write(json.dumps(note) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """Point id -> its latest submission: {submitted, task (job id or None), group, error, not_sent}."""

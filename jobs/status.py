@@ -166,7 +166,8 @@ def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, fi
     from jobs.progress import console
 
     out = console()
-    groups = Table(title=f"{sweep_dir}: {summary_line(counts(rows))}")
+    out.print(f"{sweep_dir}: {summary_line(counts(rows))}", markup=False, highlight=False)
+    groups = Table()
     states = [s for s in ORDER if any(r["state"] == s for r in rows)]
     groups.add_column("group")
     for s in states:

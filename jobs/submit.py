@@ -243,6 +243,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
             print(f"submitted {name}: job {job}, {len(pts)} point(s) to partition {r.partition} "
                   f"({r.nodes} node(s) x {r.tasks_per_node} task(s), {r.gpus_per_node} gpu(s)/node)", flush=True)
     finally:  # also when interrupted: the report job covers what was sent
+        manifest.save()
         jobs = [*manifest.job_ids(), *(j for j in active_jobs if j not in manifest.job_ids())]
         if report and jobs:
             try:
