@@ -15,3 +15,13 @@ def make_cfg():
         with initialize_config_module(config_module="hydra_conf", version_base="1.3"):
             return point_config(compose("config", overrides=list(overrides)))
     return _make
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_site(tmp_path_factory):
+    """Tests see no default site of the person running them (jobs.cluster: environment, user config dir)."""
+    mp = pytest.MonkeyPatch()
+    mp.delenv("ACCELSWEEP_CLUSTER", raising=False)
+    mp.setenv("ACCELSWEEP_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+    yield
+    mp.undo()
