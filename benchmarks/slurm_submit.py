@@ -71,7 +71,7 @@ def main() -> None:
         made = calls(log)
         print(head)
         print(f"submission: {t_sub:6.2f} s wall, {made['sbatch']} sbatch call(s), other Slurm calls: "
-              f"{dict((k, v) for k, v in made.items() if k != 'sbatch')}")
+              f"{ {k: v for k, v in made.items() if k != 'sbatch'} }")
         from jobs.manifest import Manifest
 
         entry = Manifest.load(sweep_dir).data["submissions"][-1]

@@ -1,9 +1,10 @@
 """Slurm pieces that need no cluster: sacct/sinfo parsing, states from records + jobs, manifest, scripts."""
 import json
+from dataclasses import replace
 
 import pytest
 
-from jobs import plan, records, status
+from jobs import cluster, plan, records, status, submit
 from jobs.manifest import Manifest
 from jobs.schedulers import slurm
 from jobs.submit import elsewhere_commands
@@ -136,10 +137,6 @@ def test_gpus_per_node_request_and_container_prefix(make_cfg):
 
 # ---- site limits, arrays, resume, interrupted submission, report job, status at scale -------------------------
 
-from dataclasses import replace  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from jobs import cluster, submit  # noqa: E402
 
 
 def _many(make_cfg, n, *overrides):
@@ -153,7 +150,7 @@ def test_groups_split_at_max_array_size_with_readable_names(make_cfg):
     assert [len(a[2]) for a in planned] == [101, 101, 50]
     assert [a[0] for a in planned] == ["k-1", "k-2", "k-3"]
     assert [a[1] for a in planned] == ["my_sweep_1-h100x2-1", "my_sweep_1-h100x2-2", "my_sweep_1-h100x2-3"]
-    assert sum((a[2] for a in planned), []) == pts                      # every point once, in order
+    assert [p for a in planned for p in a[2]] == pts                     # every point once, in order
     assert submit.arrays({"k": pts[:101]}, 101)[0][:2] == ("k", "my_sweep_1-h100x2")
     assert submit.arrays({"k": pts}, None)[0][2] == pts                 # limit unknown: one array
     long = submit.job_name("x" * 200, "gaudi3x8-12")
