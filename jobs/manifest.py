@@ -88,7 +88,7 @@ class Manifest:
         if save:
             self.save()
 
-    def sent(self, entry: dict, key: str, *, submitted: str, job_id: str | None = None,
+    def sent(self, entry: dict, key: str, *, submitted: str | None, job_id: str | None = None,
              tasks: list[str] | None = None, error: str | None = None, not_sent: str | None = None) -> None:
         """What became of an array written down before sending: accepted (job id), refused, or still not sent.
 

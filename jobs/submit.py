@@ -219,7 +219,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
     try:
         for key, name, pts in planned:
             if stop:
-                manifest.sent(entry, key, submitted=records.now(), not_sent=stop)
+                manifest.sent(entry, key, submitted=None, not_sent=stop)
                 continue
             with deferred_interrupts():
                 submitted = records.now()
@@ -229,7 +229,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
                 except slurm.SlurmError as exc:
                     if any(m in str(exc) for m in slurm.UNREACHABLE + slurm.SUBMIT_LIMIT):
                         stop = f"not sent: an earlier array could not be: {exc}; the same command sends it"
-                        manifest.sent(entry, key, submitted=submitted, not_sent=f"not sent: {exc}")
+                        manifest.sent(entry, key, submitted=None, not_sent=f"not sent: {exc}")
                         print(f"stopped  at {name}: {exc}", file=sys.stderr, flush=True)
                         refused.append(f"{name} and the arrays after it were not sent: {exc}")
                         continue
@@ -244,8 +244,9 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
                   f"({r.nodes} node(s) x {r.tasks_per_node} task(s), {r.gpus_per_node} gpu(s)/node)", flush=True)
     finally:  # also when interrupted: the report job covers what was sent
         manifest.save()
-        jobs = [*manifest.job_ids(), *(j for j in active_jobs if j not in manifest.job_ids())]
-        if report and jobs:
+        new = manifest.job_ids()
+        jobs = [*new, *(j for j in active_jobs if j not in new)]
+        if report and (new or (jobs and not superseded)):   # nothing new: a pending report job covers the rest
             try:
                 submit_report(sweep_dir, cluster, manifest, entry, jobs, superseded)
             except slurm.SlurmError as exc:

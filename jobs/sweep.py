@@ -74,8 +74,15 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
     report = first["sweep"]["report"]
     active_jobs = sorted({t.split("_")[0] for t in active.values()})
     if groups:
-        refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=report, limits=limits,
-                                      active_jobs=active_jobs, superseded=earlier["pending_reports"])
+        try:
+            refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=report,
+                                          limits=limits, active_jobs=active_jobs,
+                                          superseded=earlier["pending_reports"])
+        except KeyboardInterrupt:
+            sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
+            print(f"interrupted: {sent} of {len(entry['groups'])} array(s) submitted; python -m jobs.status "
+                  f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
+            sys.exit(130)
     else:
         refused = _attach_report(sweep_dir, cluster, manifest, entry, active_jobs, earlier) if report else []
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"

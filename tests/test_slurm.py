@@ -366,3 +366,13 @@ def test_init_writes_a_cluster_file_hydra_loads(tmp_path, monkeypatch, make_cfg)
     assert (tmp_path / "defaults.yaml").read_text().startswith("cluster: site1")
     assert cluster.main(["init", "site1"]) == 2                          # exists: --force overwrites
     assert cluster.main(["init", "localslurm"]) == 2                     # would be shadowed by the shipped one
+
+
+def test_dry_run_says_where_a_group_is_split(make_cfg, tmp_path, capsys):
+    pts = _many(make_cfg, 250, "hardware=h100", "cards=2")
+    cfg = make_cfg("cluster=localslurm")["cluster"]
+    submit.print_plan({"k": pts}, tmp_path, cfg, slurm.Limits(max_array_size=101, max_submit_jobs=200, queued=0))
+    out = capsys.readouterr().out
+    assert "--- group k (h100x2): 250 point(s), 2 sbatch call(s), split at MaxArraySize=101 ---" in out
+    assert "#SBATCH --array=0-100%4" in out and "default-h100x2-2 (98)" in out
+    assert "51 point(s) held back: MaxSubmitJobs=200 and 0 job(s) already queued" in out
