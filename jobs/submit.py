@@ -169,7 +169,7 @@ def run_local(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str
     from jobs.schedulers import local
 
     for key, pts in groups.items():
-        manifest.add_group(entry, key, pts, submitted=records.now())
+        manifest.add_group(entry, key, pts, submitted=records.now(), name=job_name(pts[0].sweep, group_label(pts)))
     return local.run(groups, sweep_dir, max_parallel=cluster["max_parallel"])
 
 

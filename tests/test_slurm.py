@@ -248,7 +248,8 @@ def test_interrupted_submission_records_what_was_sent(make_cfg, tmp_path, monkey
     assert [g["job_id"] for g in groups.values()] == ["101", "102", None, None]
     rows = {r["point_id"]: r for r in status.point_states(tmp_path, m, jobs={})}
     assert [rows[p.point_id]["state"] for p in pts].count("not submitted") == 4
-    assert "Unable to contact" in rows[pts[6].point_id]["detail"] and "the same command" in rows[pts[9].point_id]["detail"]
+    assert "Unable to contact" in rows[pts[6].point_id]["detail"]
+    assert "the same command" in rows[pts[9].point_id]["detail"]
     assert m.data["submissions"][-1]["report_job"] is None               # the controller was gone for it too
 
 
