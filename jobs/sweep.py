@@ -51,9 +51,9 @@ def run(configs: list[tuple[list[str], dict[str, Any]]]) -> list[plan.Point]:
         if problems:
             raise plan.SweepRejected(problems)
         limits = slurm.limits(cluster.get("account"), cluster.get("limits"))
+    queued = f"{len(busy)} queued or running (skipped), " if cluster["kind"] == "slurm" else ""
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
-          f"{len(busy)} queued or running (skipped), {len(todo)} to run in {len(groups)} resource group(s) on "
-          f"cluster {cluster['name']}", flush=True)
+          f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
     if busy:
         shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
         print(f"queued or running, not submitted again{' even with force=true' if first['force'] else ''}: "
