@@ -1,7 +1,9 @@
 """python -m jobs.cluster init NAME: describe this Slurm site in a cluster file, and make it the default.
 
-The file goes to the user config directory, ${ACCELSWEEP_CONFIG_DIR:-~/.config/accelsweep}/cluster/NAME.yaml,
-which Hydra searches after the shipped hydra_conf/ (hydra_plugins/accelsweep_searchpath). The site used
+sinfo gives partitions, nodes, CPUs, memory, gres and MaxTime; scontrol MaxArraySize and MaxSubmitJobs;
+sacctmgr your accounts. The file goes to the user config directory,
+${ACCELSWEEP_CONFIG_DIR:-~/.config/accelsweep}/cluster/NAME.yaml, which Hydra searches after the shipped
+hydra_conf/ (hydra_plugins/accelsweep_searchpath). The site used
 when a command names no cluster= is $ACCELSWEEP_CLUSTER, else the `cluster` of that directory's
 defaults.yaml (which init writes), else cluster=local.
 """
@@ -198,8 +200,8 @@ def describe(name: str) -> str:
     lines += [
         "limits:                   # read now; the sweep also asks Slurm at submission and uses the lower",
         f"  max_array_size: {max_array if max_array is not None else 'null'}      # scontrol: MaxArraySize",
-        f"  max_submit_jobs: {max_submit if max_submit is not None else 'null'}    # sacctmgr: MaxSubmitJobs"
-        f" of account {default_account}",
+        f"  max_submit_jobs: {max_submit if max_submit is not None else 'null'}    # MaxSubmitJobs, account "
+        + f"{default_account} (scontrol show assoc_mgr)",
         "setup: []                 # shell lines before every job (module load ..., source .venv/bin/activate)",
         "python: null              # python on the compute nodes (null: the one running the sweep)",
         "report:                   # the aggregation + report job",
