@@ -6,7 +6,11 @@
 set -euo pipefail
 
 CLUSTER=accelsweep-ci
-ACCOUNT=accelsweep
+ACCOUNT=accelsweep              # root's default account; MaxSubmitJobs high enough for the 10,000-point benchmark
+SMALL_ACCOUNT=accelsweep-small  # MaxSubmitJobs=$SMALL_SUBMIT: partial submission with a handful of points
+MAX_SUBMIT=20000
+SMALL_SUBMIT=6
+MAX_ARRAY_SIZE=101              # Slurm's default is 1001: a small one splits groups with few points
 STATE=${ACCELSWEEP_SLURM_STATE:-/var/lib/accelsweep-slurm}   # pids, logs, Slurm state
 LOG=$STATE/log
 RUN=$STATE/run
@@ -83,10 +87,11 @@ install_packages() {
 
 write_configs() {
   mkdir -p /etc/slurm
-  # config_overrides: the node claims 16 CPUs, 32 GB and 8 GPUs whatever the VM has.
+  # A mixed site on one node: typed GPUs (gpu:h100) and Gaudi cards (hpu), both counted by sacct.
+  # config_overrides: the node claims 16 CPUs, 32 GB, 8 GPUs and 8 HPUs whatever the VM has.
   # DefMemPerCPU: without it a job with no --mem takes all the node's memory and jobs run one at a time.
   # EnforcePartLimits: reject a job over a partition limit (e.g. MaxTime) at submit instead of leaving it pending.
-  # AccountingStorageTRES: let sacct report gres/gpu in AllocTRES.
+  # AccountingStorageTRES: let sacct report gres/gpu in AllocTRES; AccountingStorageEnforce: apply MaxSubmitJobs.
   cat >/etc/slurm/slurm.conf <<EOF
 ClusterName=$CLUSTER
 SlurmctldHost=localhost
@@ -112,11 +117,14 @@ SlurmctldLogFile=$LOG/slurmctld.log
 SlurmdLogFile=$LOG/slurmd.log
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
-AccountingStorageTRES=gres/gpu
+AccountingStorageTRES=gres/gpu,gres/gpu:h100,gres/hpu
+AccountingStorageEnforce=associations,limits
 JobAcctGatherType=jobacct_gather/linux
 JobCompType=jobcomp/none
-GresTypes=gpu
-NodeName=localhost CPUs=16 RealMemory=32000 Gres=gpu:8 State=UNKNOWN
+MaxArraySize=$MAX_ARRAY_SIZE
+MaxJobCount=50000
+GresTypes=gpu,hpu
+NodeName=localhost CPUs=16 RealMemory=32000 Gres=gpu:h100:8,hpu:8 State=UNKNOWN
 EOF
   local p default
   for p in $PARTITIONS; do
@@ -124,8 +132,12 @@ EOF
     echo "PartitionName=$p Nodes=localhost Default=$default MaxTime=02:00:00 State=UP" >>/etc/slurm/slurm.conf
   done
   # Character devices: with plain files CUDA_VISIBLE_DEVICES stays empty, without File= the node drains.
-  echo "NodeName=localhost Name=gpu File=/dev/fakegpu[0-7]" >/etc/slurm/gres.conf
-  for p in 0 1 2 3 4 5 6 7; do [[ -c /dev/fakegpu$p ]] || mknod /dev/fakegpu$p c 1 3; done
+  printf '%s\n' "NodeName=localhost Name=gpu Type=h100 File=/dev/fakegpu[0-7]" \
+    "NodeName=localhost Name=hpu File=/dev/fakehpu[0-7]" >/etc/slurm/gres.conf
+  for p in 0 1 2 3 4 5 6 7; do
+    [[ -c /dev/fakegpu$p ]] || mknod /dev/fakegpu$p c 1 3
+    [[ -c /dev/fakehpu$p ]] || mknod /dev/fakehpu$p c 1 3
+  done
 
   # slurmdbd refuses a config that is not mode 600 and owned by its SlurmUser.
   install -m 600 -o root -g root /dev/null /etc/slurm/slurmdbd.conf
@@ -167,10 +179,29 @@ FLUSH PRIVILEGES;
 EOF
 }
 
+# add_account NAME MAX_SUBMIT_JOBS: the account, root in it, and root's MaxSubmitJobs there.
+add_account() {
+  sacctmgr -n -P show account format=account | grep -qx "$1" ||
+    sacctmgr -i add account "$1" cluster="$CLUSTER" description=accelsweep-ci organization=ci >/dev/null
+  sacctmgr -n -P show assoc user=root account="$1" format=user | grep -qx root ||
+    sacctmgr -i add user root account="$1" cluster="$CLUSTER" >/dev/null
+  sacctmgr -n -P show assoc user=root account="$1" format=maxsubmit | grep -qx "$2" ||
+    sacctmgr -i modify user root where account="$1" cluster="$CLUSTER" set MaxSubmitJobs="$2" >/dev/null
+  sacctmgr -n -P show assoc user=root account="$1" format=maxsubmit | grep -qx "$2" ||
+    die "association root/$1 with MaxSubmitJobs=$2 missing"
+}
+
 healthy() {
   local d
   for d in $DAEMONS; do running "$d" || return 1; done
-  sinfo -h -n localhost -o %t 2>/dev/null | grep -Eq '^(idle|mix|alloc)' && sacct -n -X >/dev/null 2>&1
+  sinfo -h -n localhost -o %t 2>/dev/null | grep -Eq '^(idle|mix|alloc)' && sacct -n -X >/dev/null 2>&1 &&
+    current
+}
+
+# current: the running cluster has this script's configuration (else start restarts it).
+current() {
+  scontrol show config 2>/dev/null | grep -Eq "^MaxArraySize += $MAX_ARRAY_SIZE\$" &&
+    sinfo -h -n localhost -o %G 2>/dev/null | grep -q 'hpu:8'
 }
 
 cmd_start() {
@@ -197,12 +228,10 @@ cmd_start() {
   wait_for "node localhost to be idle" sh -c "sinfo -h -n localhost -o %t | grep -Eq '^(idle|mix|alloc)'"
   wait_for sacct sacct -n -X
 
-  sacctmgr -n -P show account format=account | grep -qx "$ACCOUNT" ||
-    sacctmgr -i add account "$ACCOUNT" cluster="$CLUSTER" description=accelsweep-ci organization=ci >/dev/null
-  sacctmgr -n -P show assoc user=root account="$ACCOUNT" format=user | grep -qx root ||
-    sacctmgr -i add user root account="$ACCOUNT" cluster="$CLUSTER" >/dev/null
-  sacctmgr -n -P show assoc user=root account="$ACCOUNT" format=user | grep -qx root ||
-    die "association root/$ACCOUNT missing"
+  add_account "$ACCOUNT" "$MAX_SUBMIT"
+  add_account "$SMALL_ACCOUNT" "$SMALL_SUBMIT"
+  sacctmgr -n -P show user root format=defaultaccount | grep -qx "$ACCOUNT" ||
+    sacctmgr -i modify user root set DefaultAccount="$ACCOUNT" >/dev/null
   log "cluster $CLUSTER up (state and logs in $STATE)"
 }
 

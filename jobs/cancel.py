@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
 
     manifest = Manifest.load_or_exit(args.sweep_dir)
     jobs = manifest.job_ids(latest_only=False)
-    report = [e["report_job"] for e in manifest.data["submissions"] if e.get("report_job")]
+    report = manifest.report_jobs()
     try:  # not the ended ones (scancel fails on them); just-submitted jobs may not be in sacct yet
         known = slurm.states(jobs + report)
         ended = {t.split("_")[0] for t, s in known.items() if s["state"] not in slurm.ACTIVE}

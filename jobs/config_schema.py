@@ -115,6 +115,8 @@ SCHEMA: dict[str, Any] = {
         "report": Bool(),
         "wait": Bool(),
         "group_readable": Bool(),
+        "poll_s": Num(min=0.1),
+        "poll_max_s": Num(min=0.1),
     },
     "hardware": {
         "name": Str(), "vendor": Str(), "device": Str(choices=DEVICES), "engine": Str(null=True),
@@ -137,6 +139,7 @@ SCHEMA: dict[str, Any] = {
         "partitions": Open(Str(null=True), null=True), "slurm": Open(None, null=True),
         "per_hardware": Open(None, null=True), "setup": Strs(null=True), "python": Str(null=True),
         "report": Open(None, null=True),
+        "limits": Open(Int(min=1, null=True), null=True),   # max_array_size, max_submit_jobs (jobs.cluster init)
     },
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
 }

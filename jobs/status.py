@@ -1,10 +1,12 @@
-"""python -m jobs.status RUNS/SWEEP [--record]: every point's state from its record, squeue and sacct.
+"""python -m jobs.status RUNS/SWEEP [--all] [--record]: counts per state and per group, the report job, problems.
 
 A point's state is its record's status when the record is newer than the
 point's latest submission; otherwise the scheduler's state of its job
-(pending, running, or how it ended). With --record, points whose job ended
-without a record get one (timeout, cancelled, oom, failed), as the sweep's
-report job does before it aggregates.
+(pending, running, or how it ended). One squeue and one sacct call cover
+every job. The summary lists the first problems; --all lists every point.
+With --record, points whose job ended without a record get one (timeout,
+cancelled, oom, failed), as the sweep's report job does before it
+aggregates. Exit status 1 when the report job failed.
 """
 from __future__ import annotations
 
@@ -47,7 +49,9 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
             if state not in ("pending", "running") and rec is not None:
                 detail += f"; older record: {rec['status']}"
         elif sub.get("error"):
-            state, detail = "not submitted", f"Slurm refused the group: {sub['error']}"
+            state, detail = "not submitted", f"Slurm refused the array: {sub['error']}"
+        elif sub.get("not_sent"):
+            state, detail = "not submitted", sub["not_sent"]
         elif pid in elsewhere:
             other = elsewhere[pid]
             state, detail = "not submitted", f"its hardware is on cluster {other['cluster']}: {other['command']}"
@@ -56,13 +60,36 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",
                      "hardware": point["params"].get("hardware"), "cards": point["params"].get("cards"),
                      "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
-                     "submitted": sub.get("submitted"), "slurm": job})
+                     "submitted": sub.get("submitted"), "slurm": job, "group": sub.get("group") or "-"})
     return rows
 
 
-def job_states(manifest: Manifest, extra: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+def report_summary(sweep_dir: Path, manifest: Manifest,
+                   jobs: dict[str, dict[str, str]] | None = None) -> tuple[str, bool]:
+    """(a line on the sweep's latest report job, with its log tail when it failed; whether it failed)."""
+    from jobs.schedulers import slurm
+
+    report = (manifest.report_jobs() or [None])[-1]
+    if report is None:
+        return "", False
+    if jobs is None or report not in jobs:
+        jobs = {**(jobs or {}), **job_states(manifest, extra=(report,), points=False)}
+    state = slurm.report_state(jobs.get(report)) or "unknown"
+    line = f"report job {report}: {state}"
+    if state in ("failed", "oom", "timeout", "cancelled"):
+        job = jobs[report]
+        tail = "\n".join(_tail(p, 20) for p in slurm.log_paths(sweep_dir, report)).strip()
+        line += (f" (sacct: {job['slurm_state']}, exit code {job['exit_code']})\n"
+                 f"--- log tail ({slurm.log_paths(sweep_dir, report)[0].parent}) ---\n{tail or '(no log)'}")
+    elif state == "ok":
+        line += f" -> {sweep_dir / 'site' / 'index.html'}"
+    return line, state in ("failed", "oom", "timeout", "cancelled")
+
+
+def job_states(manifest: Manifest, extra: tuple[str, ...] = (), points: bool = True) -> dict[str, dict[str, str]]:
     """Slurm states of the manifest's point jobs and of `extra` jobs, in one squeue + sacct round."""
-    tasks = [s["task"] for s in manifest.latest().values() if s["task"]] + list(extra)
+    tasks = [s["task"] for s in manifest.latest().values() if s["task"]] if points else []
+    tasks += [t for t in extra if t]
     if not tasks:
         return {}
     from jobs.schedulers import slurm
@@ -120,30 +147,65 @@ def summary_line(c: dict[str, int]) -> str:
     return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
 
 
+PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", "not submitted", "unknown")
+
+
+def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Group (job name) -> counts per state."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        g = out.setdefault(r["group"], {})
+        g[r["state"]] = g.get(r["state"], 0) + 1
+    return out
+
+
+def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, first: int = 20) -> None:
+    """The summary: counts per group, then the first `first` problems (every point with `every`)."""
+    from rich.table import Table
+
+    from jobs.progress import console
+
+    out = console()
+    out.print(f"{sweep_dir}: {summary_line(counts(rows))}", markup=False, highlight=False)
+    groups = Table()
+    states = [s for s in ORDER if any(r["state"] == s for r in rows)]
+    groups.add_column("group")
+    for s in states:
+        groups.add_column(s, justify="right")
+    for name, c in sorted(by_group(rows).items()):
+        groups.add_row(name, *(str(c.get(s, "")) for s in states))
+    out.print(groups)
+    listed = rows if every else [r for r in rows if r["state"] in PROBLEMS]
+    if not listed:
+        return
+    listed = sorted(listed, key=lambda r: (ORDER.index(r["state"]) if r["state"] in ORDER else 99, r["job"]))
+    table = Table(title="every point" if every else
+                  f"problems: first {min(first, len(listed))} of {len(listed)} (--all lists every point)")
+    for col in ("point", "state", "job", "hardware", "cards", "overrides", "detail"):
+        table.add_column(col)
+    for r in listed if every else listed[:first]:
+        table.add_row(r["point_id"], r["state"], r["job"], str(r["hardware"]), str(r["cards"]), r["label"],
+                      r["detail"])
+    out.print(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m jobs.status", description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir", type=Path, help="the sweep's directory, e.g. runs/default")
     ap.add_argument("--record", action="store_true", help="write records for points whose job ended without one")
-    ap.add_argument("--all", action="store_true", help="list every point, not only those not ok")
+    ap.add_argument("--all", action="store_true", help="list every point, not only the first problems")
     args = ap.parse_args(argv)
     manifest = Manifest.load_or_exit(args.sweep_dir)
     if args.record:
         written = record_ended(args.sweep_dir, manifest)
         print(f"wrote {len(written)} record(s) for jobs that ended without one")
-    rows = point_states(args.sweep_dir, manifest)
-    from rich.table import Table
-
-    from jobs.progress import console
-
-    table = Table(title=f"{args.sweep_dir}: {summary_line(counts(rows))}")
-    for col in ("point", "state", "job", "hardware", "cards", "overrides", "detail"):
-        table.add_column(col)
-    for r in sorted(rows, key=lambda r: (ORDER.index(r["state"]) if r["state"] in ORDER else 99, r["job"])):
-        if args.all or r["state"] != "ok":
-            table.add_row(r["point_id"], r["state"], r["job"], str(r["hardware"]), str(r["cards"]), r["label"],
-                          r["detail"])
-    console().print(table)
-    return 0
+    jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
+    rows = point_states(args.sweep_dir, manifest, jobs=jobs)
+    show(args.sweep_dir, rows, every=args.all)
+    line, failed = report_summary(args.sweep_dir, manifest, jobs)
+    if line:
+        print(line)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

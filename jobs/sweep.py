@@ -5,6 +5,7 @@ receives every point at once; without it, the overrides name one point.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from jobs.schedulers import KINDS
 
 
 class SubmissionFailed(RuntimeError):
-    """Slurm refused some groups; the others were submitted."""
+    """Slurm refused or never got some arrays (the message says which were sent), or the report job failed."""
 
 
 class PointsFailed(RuntimeError):
@@ -44,30 +45,39 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
                                               f"{', '.join(KINDS)}")])
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
     here = [p for p in points if p.elsewhere is None]
-    todo, measured = submit.split_measured(here, sweep_dir, force=first["force"])
+    manifest = Manifest(sweep_dir)
+    active, earlier = _queued(manifest) if cluster["kind"] == "slurm" else ({}, {})
+    todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
     groups = plan.groups(todo)
+    limits = None
     if cluster["kind"] == "slurm" and groups:
         from jobs.schedulers import slurm
 
         problems = slurm.check(groups, cluster)
         if problems:
             raise plan.SweepRejected(problems)
+        limits = slurm.limits(cluster.get("account"), cluster.get("limits"))
+    queued = f"{len(busy)} queued or running (skipped), " if cluster["kind"] == "slurm" else ""
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
-          f"{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
+          f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
     for note in sorted({p.params["engine_note"] for p in points if p.params.get("engine_note")}):
         print(f"note: {note}", flush=True)
+    if busy:
+        shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
+        print(f"queued or running, not submitted again{' even with force=true' if first['force'] else ''}: "
+              f"{shown}{' ...' if len(busy) > 5 else ''} (python -m jobs.status {sweep_dir} lists them)", flush=True)
     elsewhere = submit.elsewhere_commands([p for p in points if p.elsewhere], sys.argv)
     submit.print_elsewhere(elsewhere, cluster["name"])
     if first["dry_run"]:
-        submit.print_plan(groups, sweep_dir, cluster)
+        submit.print_plan(groups, sweep_dir, cluster, limits)
         return points
-    if not todo and not elsewhere:
+    if not todo and not busy and not elsewhere:
         print("nothing to run: every point already has an ok record (force=true runs them again)")
     sweepdir.prepare(sweep_dir, group_readable=first["sweep"]["group_readable"])
     with sweepdir.Lock(sweep_dir):
         if hydra_config is not None:
             files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
-        manifest = Manifest(sweep_dir)
+        manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
         if cluster["kind"] == "local":
             status = submit.run_local(groups, sweep_dir, cluster, manifest, entry)
@@ -75,21 +85,41 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
                 finish(sweep_dir)
             _raise_if_failed({p.point_id: p for p in todo}, status)
             return points
-        refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=first["sweep"]["report"])
+        report = first["sweep"]["report"]
+        active_jobs = sorted({t.split("_")[0] for t in active.values()})
+        if groups:
+            try:
+                refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=report,
+                                              limits=limits, active_jobs=active_jobs,
+                                              superseded=earlier["pending_reports"])
+            except KeyboardInterrupt:
+                sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
+                print(f"interrupted: {sent} of {len(entry['groups'])} array(s) submitted; python -m jobs.status "
+                      f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
+                sys.exit(130)
+        else:
+            refused = _attach_report(sweep_dir, cluster, manifest, entry, active_jobs, earlier) if report else []
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
-    if first["sweep"]["wait"] and manifest.job_ids():
-        from jobs.status import summary_line
+    if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
+        from jobs import status
 
-        counts = submit.wait(sweep_dir)
-        print(f"done: {summary_line(counts)}")
-        if (sweep_dir / "site" / "index.html").exists():
-            print(f"report:  {sweep_dir / 'site' / 'index.html'}")
+        counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
+        print(f"done: {status.summary_line(counts)}")
+        line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
+        if line:
+            print(line)
+        if failed:
+            raise SubmissionFailed(f"the report job failed (its log is above); once mended, rebuild the report "
+                                   f"with python -m analysis.aggregate {sweep_dir} && python -m report.build "
+                                   f"{sweep_dir} --out {sweep_dir / 'site'}")
         if any(n for s, n in counts.items() if s != "ok"):
-            raise PointsFailed(f"not every point is ok: {summary_line(counts)}; python -m jobs.status {sweep_dir} "
-                               "lists them")
+            raise PointsFailed(f"not every point is ok: {status.summary_line(counts)}; python -m jobs.status "
+                               f"{sweep_dir} lists them")
     if refused:
-        raise SubmissionFailed("\n".join(refused))
+        sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
+        raise SubmissionFailed(f"{sent} of {len(entry['groups'])} array(s) submitted; "
+                               f"python -m jobs.status {sweep_dir} lists what was not:\n" + "\n".join(refused))
     return points
 
 
@@ -101,6 +131,35 @@ def _raise_if_failed(points: dict[str, plan.Point], status: dict[str, str]) -> N
             f"  {st:<9} {pid}  {points[pid].label}" for pid, st in bad))
 
 
+def _queued(manifest: Manifest) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """From an earlier submission of this sweep: (point id -> task of points queued or running,
+    {"pending_reports": report jobs still pending, "reports": every report job}). One squeue + one sacct."""
+    reports = manifest.report_jobs()
+    if not manifest.path.exists() or not shutil.which("squeue"):
+        return {}, {"pending_reports": [], "reports": reports}
+    from jobs.schedulers import slurm
+    from jobs.status import job_states
+
+    jobs = job_states(manifest, extra=tuple(reports))
+    pending = [j for j in reports if slurm.report_state(jobs.get(j)) == "pending"]
+    return submit.active_points(manifest, jobs), {"pending_reports": pending, "reports": reports}
+
+
+def _attach_report(sweep_dir: Path, cluster: dict[str, Any], manifest: Manifest, entry: dict,
+                   active_jobs: list[str], earlier: dict[str, list[str]]) -> list[str]:
+    """Nothing new to send, but jobs of an earlier run are queued: give them a report job if none is pending
+    (a submission cut off before its report job)."""
+    if not active_jobs or earlier["pending_reports"]:
+        return []
+    from jobs.schedulers import slurm
+
+    try:
+        submit.submit_report(sweep_dir, cluster, manifest, entry, active_jobs)
+    except slurm.SlurmError as exc:
+        return [f"report job: Slurm refused it: {exc}; the same command submits it"]
+    return []
+
+
 def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfig | None = None) -> None:
     """run(), with exit status 2 for rejected input (a short message, no traceback) and 1 when points failed."""
     try:
@@ -109,7 +168,7 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: D
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except SubmissionFailed as exc:
-        print(f"error: Slurm refused part of the sweep; the rest was submitted:\n{exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except (PointsFailed, files.WriteFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -130,6 +189,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from jobs.cluster import with_default
+
+    sys.argv = with_default(sys.argv)   # the user's default site, unless the command names cluster=
     if {"--help", "-h"} & set(sys.argv[1:]):   # a readable catalogue instead of Hydra's dump (--hydra-help: Hydra's)
         from jobs.catalogue import main as catalogue
 

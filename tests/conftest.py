@@ -24,3 +24,13 @@ def toy_workload(monkeypatch):
 
     monkeypatch.setitem(workloads.WORKLOADS, "toy", "tests.toy_workload")
     return workloads.metric_set("toy")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_site(tmp_path_factory):
+    """Tests see no default site of the person running them (jobs.cluster: environment, user config dir)."""
+    mp = pytest.MonkeyPatch()
+    mp.delenv("ACCELSWEEP_CLUSTER", raising=False)
+    mp.setenv("ACCELSWEEP_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+    yield
+    mp.undo()

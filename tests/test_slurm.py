@@ -1,9 +1,10 @@
 """Slurm pieces that need no cluster: sacct/sinfo parsing, states from records + jobs, manifest, scripts."""
 import json
+from dataclasses import replace
 
 import pytest
 
-from jobs import plan, records, status
+from jobs import cluster, plan, records, status, submit
 from jobs.manifest import Manifest
 from jobs.schedulers import slurm
 from jobs.submit import elsewhere_commands
@@ -132,3 +133,247 @@ def test_gpus_per_node_request_and_container_prefix(make_cfg):
     p = slurm.sbatch_params(r, "n", array_parallelism=1)
     assert p["gpus_per_node"] == 4 and "gres" not in p
     assert slurm.python_command(cfg["cluster"], r.container).startswith("apptainer exec --rocm img.sif ")
+
+
+# ---- site limits, arrays, resume, interrupted submission, report job, status at scale -------------------------
+
+
+
+def _many(make_cfg, n, *overrides):
+    p = _point(make_cfg, "cluster=localslurm", *overrides)
+    return [replace(p, point_id=f"{i:012x}") for i in range(n)]
+
+
+def test_groups_split_at_max_array_size_with_readable_names(make_cfg):
+    pts = _many(make_cfg, 252, "hardware=h100", "cards=2", "sweep.name=my sweep/1")
+    planned = submit.arrays({"k": pts}, 101)
+    assert [len(a[2]) for a in planned] == [101, 101, 50]
+    assert [a[0] for a in planned] == ["k-1", "k-2", "k-3"]
+    assert [a[1] for a in planned] == ["my_sweep_1-h100x2-1", "my_sweep_1-h100x2-2", "my_sweep_1-h100x2-3"]
+    assert [p for a in planned for p in a[2]] == pts                     # every point once, in order
+    assert submit.arrays({"k": pts[:101]}, 101)[0][:2] == ("k", "my_sweep_1-h100x2")
+    assert submit.arrays({"k": pts}, None)[0][2] == pts                 # limit unknown: one array
+    long = submit.job_name("x" * 200, "gaudi3x8-12")
+    assert len(long) == submit.NAME_MAX and long.endswith("-gaudi3x8-12")
+
+
+def test_fit_sends_what_the_submit_limit_allows(make_cfg):
+    a, b = _many(make_cfg, 3), _many(make_cfg, 4)
+    send, held = submit.fit({"a": a, "b": b}, 5)
+    assert send == {"a": a, "b": b[:2]} and held == {"b": b[2:]}
+    assert submit.fit({"a": a}, None) == ({"a": a}, {})
+    assert submit.fit({"a": a}, 0) == ({}, {"a": a})
+    lim = slurm.Limits(max_submit_jobs=6, queued=2)
+    assert lim.room == 4 and submit._room(lim, report=True) == 3 and slurm.Limits().room is None
+
+
+ASSOC_MGR = """Current Association Manager state
+
+Association Records
+
+ClusterName=c Account=root UserName=me(0) Partition= Priority=0 ID=2
+    ParentAccount= Lft=10 DefAssoc=Yes
+    MaxJobs= MaxJobsAccrue= MaxSubmitJobs= MaxWallPJ=
+ClusterName=c Account=small UserName= Partition= Priority=0 ID=5
+    ParentAccount=root(1) Lft=2 DefAssoc=No
+    MaxJobs= MaxJobsAccrue= MaxSubmitJobs= MaxWallPJ=
+ClusterName=c Account=small UserName=me(0) Partition= Priority=0 ID=6
+    ParentAccount= Lft=3 DefAssoc=No
+    MaxJobs= MaxJobsAccrue= MaxSubmitJobs=6(4) MaxWallPJ=
+"""
+
+
+def test_site_limits_from_scontrol(monkeypatch):
+    monkeypatch.setattr(slurm.getpass, "getuser", lambda: "me")
+    answers = {"config": "MaxArraySize            = 101\nMaxJobCount = 10000\n", "assoc_mgr": ASSOC_MGR}
+    monkeypatch.setattr(slurm, "_run", lambda cmd, timeout=60: answers[cmd[2]])
+    assert slurm.max_array_size() == 101
+    assert slurm.submit_limit("small") == (6, 4)
+    assert slurm.submit_limit(None) == (None, None)                     # the default association has no limit
+    lim = slurm.limits("small", {"max_array_size": 50, "max_submit_jobs": 1000})
+    assert (lim.max_array_size, lim.max_submit_jobs, lim.queued, lim.room) == (50, 6, 4, 2)   # the lower wins
+
+
+def test_report_job_completed_is_ok():
+    assert slurm.report_state({"slurm_state": "COMPLETED"}) == "ok"
+    assert slurm.report_state({"slurm_state": "FAILED"}) == "failed"
+    assert slurm.report_state({"slurm_state": "PENDING"}) == "pending"
+    assert slurm.STATES["COMPLETED"] == "failed"                         # a point's job must leave a record
+    assert slurm.report_state(None) is None
+
+
+def test_queued_and_running_points_are_never_sent_again(make_cfg, tmp_path):
+    pts = _many(make_cfg, 3)
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=records.now(), job_id="7", tasks=["7_0", "7_1", "7_2"])
+    jobs = {"7_0": {"state": "pending"}, "7_1": {"state": "running"}, "7_2": {"state": "failed"}}
+    active = submit.active_points(m, jobs)
+    assert active == {pts[0].point_id: "7_0", pts[1].point_id: "7_1"}
+    for force in (False, True):
+        todo, measured, busy = submit.split_measured(pts, tmp_path, force=force, active=active)
+        assert busy == pts[:2] and todo == pts[2:] and measured == []
+
+
+class _FakeSlurm:
+    """submit_group stand-in: accepts arrays until `down_after`, then answers like an unreachable controller."""
+
+    def __init__(self, down_after=None):
+        self.sent, self.down_after, self.next = [], down_after, 100
+
+    def __call__(self, fn, args, r, name, sweep_dir, cluster, dependency=None):
+        if self.down_after is not None and len(self.sent) >= self.down_after:
+            raise slurm.SlurmError("sbatch: error: Batch job submission failed: Unable to contact slurm controller")
+        self.next += 1
+        self.sent.append((name, len(args), dependency))
+        return [f"{self.next}_{i}" for i in range(len(args))] if len(args) > 1 else [str(self.next)]
+
+
+def _submit(make_cfg, tmp_path, monkeypatch, fake, limits, n=10, **kw):
+    monkeypatch.setattr(slurm, "submit_group", fake)
+    pts = _many(make_cfg, n)
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    refused = submit.submit_slurm({"g": pts}, tmp_path, make_cfg("cluster=localslurm")["cluster"], m, entry,
+                                  report=True, limits=limits, **kw)
+    return pts, refused
+
+
+def test_interrupted_submission_records_what_was_sent(make_cfg, tmp_path, monkeypatch):
+    fake = _FakeSlurm(down_after=2)
+    pts, refused = _submit(make_cfg, tmp_path, monkeypatch, fake, slurm.Limits(max_array_size=3))
+    assert [s[1] for s in fake.sent] == [3, 3] and "Unable to contact" in refused[0]
+    m = Manifest.load(tmp_path)                                          # as a later command reads it
+    groups = m.data["submissions"][-1]["groups"]
+    assert [g["job_id"] for g in groups.values()] == ["101", "102", None, None]
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, m, jobs={})}
+    assert [rows[p.point_id]["state"] for p in pts].count("not submitted") == 4
+    assert "Unable to contact" in rows[pts[6].point_id]["detail"]
+    assert "the same command" in rows[pts[9].point_id]["detail"]
+    assert m.data["submissions"][-1]["report_job"] is None               # the controller was gone for it too
+
+
+def test_report_job_covers_what_was_sent_and_earlier_queued_jobs(make_cfg, tmp_path, monkeypatch):
+    fake = _FakeSlurm()
+    _submit(make_cfg, tmp_path, monkeypatch, fake, slurm.Limits(max_array_size=4), active_jobs=["55"])
+    assert [s[1] for s in fake.sent] == [4, 4, 2, 1]
+    assert fake.sent[-1][0].endswith("-report") and fake.sent[-1][2] == "afterany:101:102:103:55"
+    assert Manifest.load(tmp_path).report_jobs() == ["104"] and not (tmp_path / "manifest.journal").exists()
+
+
+def test_submit_limit_holds_back_the_rest(make_cfg, tmp_path, monkeypatch):
+    fake = _FakeSlurm()
+    pts, refused = _submit(make_cfg, tmp_path, monkeypatch, fake, slurm.Limits(max_submit_jobs=6, queued=1))
+    assert refused == [] and [s[1] for s in fake.sent] == [4, 1]         # 5 free: 4 points + the report job
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, Manifest.load(tmp_path), jobs={})}
+    held = [rows[p.point_id] for p in pts[4:]]
+    assert {r["state"] for r in held} == {"not submitted"} and "MaxSubmitJobs=6" in held[0]["detail"]
+
+
+def test_journal_of_a_stopped_submission_is_replayed(make_cfg, tmp_path):
+    pts = _many(make_cfg, 2)
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=None, not_sent="not yet")
+    m.sent(entry, "g", submitted=records.now(), job_id="9", tasks=["9_0", "9_1"])
+    with open(tmp_path / "manifest.journal", "a") as fh:
+        fh.write('{"submission": 0, "gro')                               # killed mid-line
+    assert Manifest.load(tmp_path).job_ids() == ["9"]
+
+
+def test_status_summary_counts_groups_and_lists_first_problems(make_cfg, tmp_path, capsys):
+    rows = [{"point_id": f"{i:012x}", "state": ("ok", "pending", "failed")[i % 3], "job": f"5_{i}",
+             "hardware": "h100", "cards": 1 + i % 2, "label": "x", "detail": "d", "group": f"s-h100x{1 + i % 2}"}
+            for i in range(10_000)]
+    status.show(tmp_path, rows)
+    out = capsys.readouterr().out
+    assert "pending 3333 · ok 3334 · failed 3333" in out
+    assert "s-h100x1" in out and "s-h100x2" in out
+    assert "problems: first 20 of 3333 (--all lists every point)" in out and out.count("failed") < 30
+    assert status.by_group(rows)["s-h100x1"] == {"ok": 1667, "pending": 1666, "failed": 1667}
+
+
+def test_wait_backs_off_while_nothing_changes(tmp_path, monkeypatch):
+    import jobs.status as st
+
+    Manifest(tmp_path).save()
+    seq = iter([{"running": 2}] * 4 + [{"running": 1, "ok": 1}] * 2 + [{"ok": 2}])
+    monkeypatch.setattr(st, "job_states", lambda *a, **k: {})
+    monkeypatch.setattr(st, "point_states", lambda *a, **k: [])
+    monkeypatch.setattr(st, "counts", lambda rows: next(seq))
+    sleeps = []
+    monkeypatch.setattr(submit.time, "sleep", sleeps.append)
+    assert submit.wait(tmp_path, poll_s=2, poll_max_s=5) == {"ok": 2}
+    assert sleeps == [2, 3.0, 4.5, 5, 2, 3.0]
+
+
+def test_default_site_from_environment_or_user_config(tmp_path, monkeypatch, make_cfg):
+    monkeypatch.setenv(cluster.ENV_DIR, str(tmp_path))
+    monkeypatch.delenv(cluster.ENV_NAME, raising=False)
+    assert cluster.with_default(["sweep", "-m", "cards=1"]) == ["sweep", "-m", "cards=1"]
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "mysite.yaml").write_text(
+        (cluster.SHIPPED / "cluster" / "localslurm.yaml").read_text().replace("name: localslurm", "name: mysite"))
+    (tmp_path / "defaults.yaml").write_text("cluster: mysite\n")
+    assert cluster.with_default(["sweep", "cards=1"]) == ["sweep", "cards=1", "cluster=mysite"]
+    assert cluster.with_default(["sweep", "cluster=local"]) == ["sweep", "cluster=local"]
+    monkeypatch.setenv(cluster.ENV_NAME, "localslurm")                   # the environment wins over the file
+    assert cluster.with_default(["sweep"]) == ["sweep", "cluster=localslurm"]
+    monkeypatch.setenv(cluster.ENV_NAME, "nosuch")
+    with pytest.raises(SystemExit) as exc:
+        cluster.with_default(["sweep"])
+    assert exc.value.code == 2
+    assert make_cfg("cluster=mysite")["cluster"]["name"] == "mysite"     # Hydra searches the user directory
+
+
+SINFO = [  # partition, gres of its node: a GPU partition with two GPU types, a Gaudi one, an untyped GPU one
+    ("gpu", "gpu:h100:4"), ("gpu", "gpu:a100:8"), ("gaudi", "hpu:8"), ("misc", "gpu:4"), ("cpu", "(null)"),
+]
+
+
+def _rows():
+    return [{"partition": p, "default": p == "cpu", "node": f"n{i}", "cpus": 64, "mem_mb": 512_000,
+             "gres": slurm.parse_gres(g), "max_time": "2-00:00:00"} for i, (p, g) in enumerate(SINFO)]
+
+
+def test_init_maps_hardware_by_gres_type_and_partition_name():
+    hw = cluster.catalogue()
+    found, _ = cluster.match(hw["h100"], _rows())
+    assert found["partition"] == "gpu" and found["gres"] == ("gpu", "h100", 4)
+    found, _ = cluster.match(hw["a100"], _rows())
+    assert found["gres"] == ("gpu", "a100", 8)
+    found, _ = cluster.match(hw["gaudi3"], _rows())                      # hpu, partition named like the family
+    assert found["partition"] == "gaudi" and found["gres"] == ("hpu", None, 8)
+    assert cluster.match(hw["mi300x"], _rows()) == (None, ["misc"])      # an untyped gpu says nothing more
+    assert cluster.per_card(_rows(), "gpu", 8) == (8, 62)
+
+
+def test_init_writes_a_cluster_file_hydra_loads(tmp_path, monkeypatch, make_cfg):
+    monkeypatch.setenv(cluster.ENV_DIR, str(tmp_path))
+    monkeypatch.delenv(cluster.ENV_NAME, raising=False)
+    monkeypatch.setattr(slurm, "nodes", _rows)
+    monkeypatch.setattr(slurm, "user_accounts", lambda: ("proj", ["proj", "other"]))
+    monkeypatch.setattr(slurm, "max_array_size", lambda: 1001)
+    monkeypatch.setattr(slurm, "submit_limit", lambda account: (500, 3))
+    assert cluster.main(["init", "site1"]) == 0
+    cfg = make_cfg("cluster=site1")["cluster"]
+    assert cfg["per_hardware"]["h100"] == {"partition": "gpu", "gres": "gpu:h100", "gpu_request": "gres",
+                                           "cpus_per_card": 16, "mem_per_card_gb": 125}
+    assert cfg["per_hardware"]["gaudi3"]["gres"] == "hpu" and "mi300x" not in cfg["per_hardware"]
+    assert cfg["partitions"]["a100"] == "gpu" and cfg["limits"] == {"max_array_size": 1001, "max_submit_jobs": 500}
+    assert cfg["account"] == "proj" and set(cfg["hardware"]) >= {"cpu", "h100", "a100", "gaudi3"}
+    text = (tmp_path / "cluster" / "site1.yaml").read_text()
+    assert "# mi300x: partitions misc offer a fitting gres but none is clearly mi300x" in text
+    assert (tmp_path / "defaults.yaml").read_text().startswith("cluster: site1")
+    assert cluster.main(["init", "site1"]) == 2                          # exists: --force overwrites
+    assert cluster.main(["init", "localslurm"]) == 2                     # would be shadowed by the shipped one
+
+
+def test_dry_run_says_where_a_group_is_split(make_cfg, tmp_path, capsys):
+    pts = _many(make_cfg, 250, "hardware=h100", "cards=2")
+    cfg = make_cfg("cluster=localslurm")["cluster"]
+    submit.print_plan({"k": pts}, tmp_path, cfg, slurm.Limits(max_array_size=101, max_submit_jobs=200, queued=0))
+    out = capsys.readouterr().out
+    assert "--- group k (h100x2): 250 point(s), 2 sbatch call(s), split at MaxArraySize=101 ---" in out
+    assert "#SBATCH --array=0-100%4" in out and "default-h100x2-2 (98)" in out
+    assert "51 point(s) held back: MaxSubmitJobs=200 and 0 job(s) already queued" in out

@@ -5,6 +5,7 @@ run with the test device override device_override=cpu.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,16 +43,24 @@ def site(tmp_path_factory):
     shim = cwd / "bin"
     shim.mkdir()
     real = shutil.which("sbatch")
-    (shim / "sbatch").write_text(f'#!/bin/sh\necho "$@" >> {cwd}/sbatch-calls\nexec {real} "$@"\n')
+    # With a file sbatch-down holding N, every call after the first N answers like an unreachable controller.
+    (shim / "sbatch").write_text(f"""#!/bin/sh
+if [ -f {cwd}/sbatch-down ] && [ "$(cat {cwd}/sbatch-calls 2>/dev/null | wc -l)" -ge "$(cat {cwd}/sbatch-down)" ]; then
+  echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2
+  exit 1
+fi
+echo "$@" >> {cwd}/sbatch-calls
+exec {real} "$@"
+""")
     (shim / "sbatch").chmod(0o755)
     env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
     return cwd, env
 
 
-def sweep(site, *args, check=True):
-    cwd, env = site
-    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=900)
+def sweep(site, *args, check=True, env=None):
+    cwd, site_env = site
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env={**site_env, **(env or {})},
+                          capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
@@ -86,7 +95,8 @@ def measured(site):
 
 def test_points_go_to_their_partitions_as_job_arrays(site, measured):
     out = measured.stdout
-    assert "12 point(s), 0 already measured (skipped), 12 to run in 6 resource group(s)" in out
+    assert "12 point(s), 0 already measured (skipped), 0 queued or running (skipped), 12 to run in 6 resource " \
+           "group(s)" in out
     assert sbatch_calls(site) == 7                                   # 6 arrays + the report job
     manifest = json.loads((site[0] / "runs/e2e/manifest.json").read_text())
     (entry,) = manifest["submissions"]
@@ -127,7 +137,7 @@ def test_resume_resubmits_only_missing_and_failed(site, measured):
     records.write_record(recs[1], {**rec, "status": "failed"})
     before, calls = mtimes(sweep_dir), sbatch_calls(site)
     proc = sweep(site, *SWEEP, "sweep.wait=true")
-    assert "10 already measured (skipped), 2 to run" in proc.stdout, proc.stdout
+    assert "10 already measured (skipped), 0 queued or running (skipped), 2 to run" in proc.stdout, proc.stdout
     assert 2 <= sbatch_calls(site) - calls <= 3                      # their group(s) + the report job
     after = mtimes(sweep_dir)
     assert all(after[p] == t for p, t in before.items() if p != recs[1])
@@ -234,3 +244,123 @@ def test_no_sbatch_points_to_the_local_cluster(site):
     proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "cluster=localslurm", "sweep.name=nosbatch"],
                           cwd=cwd, env=bare, capture_output=True, text=True)
     assert proc.returncode == 2 and "sbatch is not on PATH" in proc.stderr and "cluster=local" in proc.stderr
+
+
+# ---- a mixed site at any size: cluster init, default site, arrays, submit limit, resume, interruption ----------
+
+def _planner_reads_per_hardware(make_cfg) -> bool:
+    """per_hardware is read by jobs.plan.resources_for (the `engine` branch); probe it, do not assume it."""
+    from jobs import plan
+
+    cfg = make_cfg("cluster=localslurm", "hardware=h100", "++cluster.per_hardware.h100.partition=probe")
+    return plan.resources_for(cfg).partition == "probe"
+
+
+def test_cluster_init_then_the_mission_command_verbatim(site, tmp_path, make_cfg):
+    cwd, env = site
+    user = {"ACCELSWEEP_CONFIG_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "jobs.cluster", "init", "ci"], cwd=cwd, env={**env, **user},
+                          capture_output=True, text=True, check=True)
+    text = (tmp_path / "cluster/ci.yaml").read_text()
+    assert "gres: gpu:h100" in text and "gres: hpu" in text and "max_array_size: 101" in text, proc.stdout
+    assert "account: accelsweep " in text and "max_submit_jobs: 20000" in text
+    assert (tmp_path / "defaults.yaml").read_text().startswith("cluster: ci")
+    mission = ["-m", "hardware=h100,gaudi3", "cards=1,2,4,8", "device_override=cpu"]   # + the test device override
+    dry = sweep(site, *mission, "dry_run=true", "sweep.name=mission", env=user).stdout
+    assert "on cluster ci" in dry and "#SBATCH --partition=h100" in dry and "#SBATCH --partition=gaudi3" in dry
+    assert "#SBATCH --job-name=mission-gaudi3x8" in dry
+    if _planner_reads_per_hardware(make_cfg):
+        assert "#SBATCH --gres=gpu:h100:8" in dry and "#SBATCH --gres=hpu:8" in dry, dry
+    calls = sbatch_calls(site)
+    out = sweep(site, *mission, "sweep.wait=true", "sweep.poll_s=2", "sweep.name=mission", env=user).stdout
+    assert "8 to run in 8 resource group(s) on cluster ci" in out and sbatch_calls(site) - calls == 9
+    assert re.search(r"report job \d+: ok -> .*mission/site/index.html", out), out
+    assert {r["state"] for r in status(site, "mission").values()} == {"ok"}
+    assert (cwd / "runs/mission/site/index.html").exists()
+
+
+def _sent(manifest: dict) -> list[str]:
+    """Every point id in an array sbatch accepted, over all submissions (a duplicate appears twice)."""
+    return [pid for e in manifest["submissions"] for g in e["groups"].values() if g["job_id"] for pid in g["points"]]
+
+
+def test_large_group_is_several_arrays_and_a_rerun_sends_nothing_twice(site):
+    grid = ["-m", "cluster=localslurm", "workload.batch_size=range(1,254)", "workload.repeats=1000000",
+            "sweep.report=false", "sweep.name=big"]                 # 253 points = 2.5 x MaxArraySize, one group
+    calls = sbatch_calls(site)
+    try:
+        out = sweep(site, *grid).stdout
+        assert sbatch_calls(site) - calls == 3, out
+        manifest = json.loads((site[0] / "runs/big/manifest.json").read_text())
+        arrays = list(manifest["submissions"][0]["groups"].values())
+        assert [len(g["points"]) for g in arrays] == [101, 101, 51]
+        assert [g["name"] for g in arrays] == ["big-cpux1-1", "big-cpux1-2", "big-cpux1-3"]
+        from jobs.schedulers import slurm
+
+        queued = slurm.states([t for g in arrays for t in g["tasks"]])     # squeue: sacct may lag behind
+        assert len(queued) == 253 and {s["state"] for s in queued.values()} <= {"pending", "running"}
+        assert {t.split("_")[0] for t in queued} == {g["job_id"] for g in arrays}
+        again = sweep(site, *grid, "force=true").stdout                  # all queued or running: nothing sent
+        assert "253 queued or running (skipped), 0 to run" in again and "even with force=true" in again
+        assert sbatch_calls(site) - calls == 3
+        assert len(_sent(json.loads((site[0] / "runs/big/manifest.json").read_text()))) == 253
+    finally:
+        subprocess.run([sys.executable, "-m", "jobs.cancel", str(site[0] / "runs/big"), "--all"], cwd=site[0])
+
+
+def test_over_the_submit_limit_two_runs_of_the_same_command(site):
+    # accelsweep-small has MaxSubmitJobs=6 (ci/slurm.sh): 5 points + the report job fit, 3 points wait.
+    grid = ["-m", "cluster=localslurm", "cluster.account=accelsweep-small", "workload.batch_size=range(1,9)",
+            "sweep.wait=true", "sweep.poll_s=2", "sweep.name=limited"]
+    first = sweep(site, *grid).stdout
+    assert "3 point(s) held back: MaxSubmitJobs=6" in first and "run the same command again" in first, first
+    sd = site[0] / "runs/limited"
+    rows = status(site, "limited").values()
+    assert sorted(r["state"] for r in rows) == ["not submitted"] * 3 + ["ok"] * 5
+    second = sweep(site, *grid).stdout
+    assert "5 already measured (skipped), 0 queued or running (skipped), 3 to run" in second, second
+    assert "held back" not in second
+    sent = _sent(json.loads((sd / "manifest.json").read_text()))
+    assert len(sent) == len(set(sent)) == 8                              # every point sent exactly once
+    assert {r["state"] for r in status(site, "limited").values()} == {"ok"}
+    table = pd.read_parquet(sd / "results.parquet")                     # the second report job saw all 8
+    assert len(table) == 8
+
+
+def test_submission_cut_off_is_recorded_and_the_same_command_completes_it(site):
+    grid = ["-m", "cluster=localslurm", "hardware=cpu,h100", "cards=1,2", "device_override=cpu",
+            "sweep.name=cutoff"]                                          # 4 groups
+    sd = site[0] / "runs/cutoff"
+    (site[0] / "sbatch-down").write_text(str(sbatch_calls(site) + 2))    # the controller goes after 2 arrays
+    try:
+        proc = sweep(site, *grid, check=False)
+    finally:
+        (site[0] / "sbatch-down").unlink()
+    assert proc.returncode == 1 and "2 of 4 array(s) submitted" in proc.stderr, proc.stderr
+    assert "Unable to contact slurm controller" in proc.stderr
+    entry = json.loads((sd / "manifest.json").read_text())["submissions"][0]
+    assert sorted(bool(g["job_id"]) for g in entry["groups"].values()) == [False, False, True, True]
+    assert entry["report_job"] is None
+    out = subprocess.run([sys.executable, "-m", "jobs.status", str(sd)], capture_output=True, text=True,
+                         cwd=site[0]).stdout
+    assert "not submitted 2" in out and "Unable to contact slurm controller" in out, out
+    again = sweep(site, *grid, "sweep.wait=true", "sweep.poll_s=2").stdout
+    assert re.search(r"\d already measured \(skipped\), \d queued or running \(skipped\), 2 to run", again), again
+    assert re.search(r"report job \d+: ok", again), again
+    sent = _sent(json.loads((sd / "manifest.json").read_text()))
+    assert len(sent) == len(set(sent)) == 4
+    assert {r["state"] for r in status(site, "cutoff").values()} == {"ok"}
+    assert len(pd.read_parquet(sd / "results.parquet")) == 4
+
+
+def test_failed_report_job_is_shown_with_its_log_and_fails_the_command(site):
+    sd = site[0] / "runs/badreport"
+    sd.mkdir(parents=True)
+    (sd / "site").write_text("a file where the report's directory goes")   # report.build cannot write there
+    proc = sweep(site, "cluster=localslurm", "sweep.wait=true", "sweep.poll_s=2", "sweep.name=badreport",
+                 check=False)
+    assert proc.returncode == 1 and "the report job failed" in proc.stderr, proc.stderr
+    assert re.search(r"report job \d+: failed \(sacct: FAILED", proc.stdout), proc.stdout
+    assert "--- log tail" in proc.stdout and "Error" in proc.stdout
+    st = subprocess.run([sys.executable, "-m", "jobs.status", str(sd)], capture_output=True, text=True, cwd=site[0])
+    assert st.returncode == 1 and "failed (sacct: FAILED" in st.stdout and "ok 1" in st.stdout

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,12 @@ STATES = {
     "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
 }
 ACTIVE = {"pending", "running"}
+# The report job writes no record: its own exit status is its outcome.
+REPORT_STATES = {**STATES, "COMPLETED": "ok"}
+# sbatch messages that mean the controller is out of reach: the arrays after this one would fail the same way.
+UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
+               "Zero Bytes were transmitted")
+SUBMIT_LIMIT = ("AssocMaxSubmitJobLimit", "QOSMaxSubmitJobPerUserLimit", "job submit limit")
 
 
 class SlurmError(RuntimeError):
@@ -60,20 +67,39 @@ def _slurm_minutes(text: str) -> int | None:
     return (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0)
 
 
-def _gres(text: str) -> list[tuple[str, str | None, int]]:
-    """sinfo's gres 'gpu:h100:4(S:0-1),hpu:8' -> [('gpu', 'h100', 4), ('hpu', None, 8)]."""
+def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
+    """'gpu:h100:8(S:0-1),hpu:8' -> [('gpu', 'h100', 8), ('hpu', None, 8)]; '(null)' -> []."""
     out = []
     for item in text.split(","):
         fields = item.split("(")[0].strip().split(":")
-        if len(fields) >= 2 and fields[-1].isdigit():
-            out.append((fields[0], fields[1] if len(fields) > 2 else None, int(fields[-1])))
+        if len(fields) in (2, 3) and fields[-1].isdigit():
+            out.append((fields[0], fields[1] if len(fields) == 3 else None, int(fields[-1])))
     return out
+
+
+def nodes() -> list[dict[str, Any]]:
+    """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time."""
+    rows = []
+    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines():
+        part, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
+        rows.append({"partition": part.strip().rstrip("*"), "default": part.strip().endswith("*"),
+                     "node": node.strip(), "cpus": int(cpus.strip("+ ") or 0), "mem_mb": int(mem.strip("+ ") or 0),
+                     "gres": parse_gres(gres), "max_time": limit.strip()})
+    return rows
+
+
+def user_accounts() -> tuple[str | None, list[str]]:
+    """(this user's default Slurm account, all their accounts) from sacctmgr."""
+    user = getpass.getuser()
+    default = _run(["sacctmgr", "-n", "-P", "show", "user", user, "format=defaultaccount"]).strip() or None
+    accounts = _run(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=account"]).split()
+    return default, sorted(set(accounts))
 
 
 def _gres_count(gres: str, name: str) -> int:
     """Count of gres `name` ('gpu': any type, 'gpu:h100': that type only) in a node's gres string."""
     want, _, kind = name.partition(":")
-    return sum(n for g, t, n in _gres(gres) if g == want and (not kind or t == kind))
+    return sum(n for g, t, n in parse_gres(gres) if g == want and (not kind or t == kind))
 
 
 def partitions() -> dict[str, dict[str, Any]]:
@@ -168,7 +194,7 @@ def _check_request(r: Resources, p: Point, part: dict[str, Any]) -> list[str]:
 
     best = {what: max((n for h in hosts if (n := has(h, what)) is not None), default=None) for what in needs}
     if gres and best["gres"] == 0:
-        offered = sorted({f"{g}:{t}" if t else g for h in hosts for g, t, _ in _gres(h["gres"])})
+        offered = sorted({f"{g}:{t}" if t else g for h in hosts for g, t, _ in parse_gres(h["gres"])})
         problems.append(f"asks for gres {gres} (hardware={hw}) but the nodes of partition {r.partition} have none; "
                         f"they offer: {', '.join(offered) or 'no gres'}; allowed: {setting}.gres in "
                         f"{{{', '.join(offered)}}} or {setting}.gpu_request=none")
@@ -216,6 +242,60 @@ def _check_association(r: Resources, assocs: list[dict[str, Any]] | None) -> lis
         return [f"qos {r.qos!r} is not allowed for {whose} on partition {r.partition}; allowed: "
                 f"{', '.join(sorted(allowed))}"]
     return []
+
+
+@dataclass
+class Limits:
+    """What the site lets this user queue; None where unknown or unlimited."""
+
+    max_array_size: int | None = None   # tasks per array (Slurm's MaxArraySize: indices 0..N-1)
+    max_submit_jobs: int | None = None  # pending + running jobs of this association, array tasks counted one by one
+    queued: int | None = None           # of those, how many this user has now
+
+    @property
+    def room(self) -> int | None:
+        if self.max_submit_jobs is None:
+            return None
+        return max(0, self.max_submit_jobs - (self.queued or 0))
+
+
+def max_array_size() -> int | None:
+    """MaxArraySize from `scontrol show config` (one call)."""
+    m = re.search(r"^MaxArraySize\s*=\s*(\d+)", _run(["scontrol", "show", "config"]), re.MULTILINE)
+    return int(m.group(1)) if m else None
+
+
+def submit_limit(account: str | None) -> tuple[int | None, int | None]:
+    """(MaxSubmitJobs, jobs now counted against it) of this user's association with `account` (None: the
+    default one), from slurmctld's association manager: it applies inherited limits and counts array tasks."""
+    text = _run(["scontrol", "show", "assoc_mgr", f"users={getpass.getuser()}", "flags=assoc"])
+    for block in re.split(r"\n(?=ClusterName=)", text):
+        head = re.search(r"Account=(\S+) UserName=(\S+)", block)
+        if not head or not head.group(2).startswith(getpass.getuser() + "("):
+            continue
+        if (head.group(1) == account) if account else "DefAssoc=Yes" in block:
+            m = re.search(r"MaxSubmitJobs=(\d+)\((\d+)\)", block)
+            return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+    return None, None
+
+
+def limits(account: str | None, configured: dict[str, Any] | None = None) -> Limits:
+    """The site's limits now; a cluster file's `limits:` may only lower them. Unanswered queries count as unknown."""
+    configured = configured or {}
+    out = Limits()
+    try:
+        out.max_array_size = max_array_size()
+    except SlurmError:
+        pass
+    try:
+        out.max_submit_jobs, out.queued = submit_limit(account)
+    except SlurmError:
+        pass
+    for attr, key in (("max_array_size", "max_array_size"), ("max_submit_jobs", "max_submit_jobs")):
+        mine, theirs = getattr(out, attr), configured.get(key)
+        if theirs is not None:
+            setattr(out, attr, theirs if mine is None else min(mine, theirs))
+    return out
 
 
 # ---- submission -------------------------------------------------------------------------------------------
@@ -322,6 +402,11 @@ def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
         if task not in out and array in out:
             out[task] = out[array]
     return out
+
+
+def report_state(job: dict[str, str] | None) -> str | None:
+    """The report job's state: it writes no record, so COMPLETED means it succeeded."""
+    return REPORT_STATES.get(job["slurm_state"], "unknown") if job else None
 
 
 def _put(out: dict, jid: str, state: str, **facts: str) -> None:
