@@ -242,7 +242,7 @@ def test_invalid_ok_record_is_measured_again(tmp_path):
     records.write_record(records.record_path(tmp_path / "points", "bbbbbbbbbbbb"),
                          {"point_id": "bbbbbbbbbbbb", "status": "ok"})
     point = plan.Point(point_id="bbbbbbbbbbbb", sweep="t", overrides=[], cfg={}, params={}, command="")
-    assert split_measured([point], tmp_path, force=False) == ([point], [])
+    assert split_measured([point], tmp_path, force=False) == ([point], [], [])
 
 
 # --------------------------------------------------------------------------- disk full, unwritable

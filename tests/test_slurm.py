@@ -145,13 +145,13 @@ def _many(make_cfg, n, *overrides):
 
 
 def test_groups_split_at_max_array_size_with_readable_names(make_cfg):
-    pts = _many(make_cfg, 252, "hardware=h100", "cards=2", "sweep.name=my sweep/1")
+    pts = _many(make_cfg, 252, "hardware=h100", "cards=2", "sweep.name=my.sweep_1")
     planned = submit.arrays({"k": pts}, 101)
     assert [len(a[2]) for a in planned] == [101, 101, 50]
     assert [a[0] for a in planned] == ["k-1", "k-2", "k-3"]
-    assert [a[1] for a in planned] == ["my_sweep_1-h100x2-1", "my_sweep_1-h100x2-2", "my_sweep_1-h100x2-3"]
+    assert [a[1] for a in planned] == ["my.sweep_1-h100x2-1", "my.sweep_1-h100x2-2", "my.sweep_1-h100x2-3"]
     assert [p for a in planned for p in a[2]] == pts                     # every point once, in order
-    assert submit.arrays({"k": pts[:101]}, 101)[0][:2] == ("k", "my_sweep_1-h100x2")
+    assert submit.arrays({"k": pts[:101]}, 101)[0][:2] == ("k", "my.sweep_1-h100x2")
     assert submit.arrays({"k": pts}, None)[0][2] == pts                 # limit unknown: one array
     long = submit.job_name("x" * 200, "gaudi3x8-12")
     assert len(long) == submit.NAME_MAX and long.endswith("-gaudi3x8-12")
