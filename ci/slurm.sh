@@ -199,9 +199,12 @@ healthy() {
 }
 
 # current: the running cluster has this script's configuration (else start restarts it).
+# Outputs are read whole: `cmd | grep -q` can fail under pipefail when grep exits before cmd is done.
 current() {
-  scontrol show config 2>/dev/null | grep -Eq "^MaxArraySize += $MAX_ARRAY_SIZE\$" &&
-    sinfo -h -n localhost -o %G 2>/dev/null | grep -q 'hpu:8'
+  local conf gres
+  conf=$(scontrol show config 2>/dev/null) || return 1
+  gres=$(sinfo -h -n localhost -o %G 2>/dev/null) || return 1
+  [[ $conf =~ MaxArraySize[[:space:]]+=[[:space:]]+$MAX_ARRAY_SIZE[[:space:]] && $gres == *hpu:8* ]]
 }
 
 cmd_start() {

@@ -309,22 +309,22 @@ def test_large_group_is_several_arrays_and_a_rerun_sends_nothing_twice(site):
 
 
 def test_over_the_submit_limit_two_runs_of_the_same_command(site):
-    # accelsweep-small has MaxSubmitJobs=6 (ci/slurm.sh): 5 points + the report job fit, 3 points wait.
-    grid = ["-m", "cluster=localslurm", "cluster.account=accelsweep-small", "workload.batch_size=range(1,9)",
+    # accelsweep-small has MaxSubmitJobs=6 (ci/slurm.sh): 5 points + the report job fit, 1 point waits.
+    grid = ["-m", "cluster=localslurm", "cluster.account=accelsweep-small", "workload.batch_size=range(1,7)",
             "sweep.wait=true", "sweep.poll_s=2", "sweep.name=limited"]
     first = sweep(site, *grid).stdout
-    assert "3 point(s) held back: MaxSubmitJobs=6" in first and "run the same command again" in first, first
+    assert "1 point(s) held back: MaxSubmitJobs=6" in first and "run the same command again" in first, first
     sd = site[0] / "runs/limited"
     rows = status(site, "limited").values()
-    assert sorted(r["state"] for r in rows) == ["not submitted"] * 3 + ["ok"] * 5
+    assert sorted(r["state"] for r in rows) == ["not submitted"] + ["ok"] * 5
     second = sweep(site, *grid).stdout
-    assert "5 already measured (skipped), 0 queued or running (skipped), 3 to run" in second, second
+    assert "5 already measured (skipped), 0 queued or running (skipped), 1 to run" in second, second
     assert "held back" not in second
     sent = _sent(json.loads((sd / "manifest.json").read_text()))
-    assert len(sent) == len(set(sent)) == 8                              # every point sent exactly once
+    assert len(sent) == len(set(sent)) == 6                              # every point sent exactly once
     assert {r["state"] for r in status(site, "limited").values()} == {"ok"}
-    table = pd.read_parquet(sd / "results.parquet")                     # the second report job saw all 8
-    assert len(table) == 8
+    table = pd.read_parquet(sd / "results.parquet")                     # the second report job saw all 6
+    assert len(table) == 6
 
 
 def test_submission_cut_off_is_recorded_and_the_same_command_completes_it(site):
