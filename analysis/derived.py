@@ -9,6 +9,8 @@ PLACEMENT = {"hardware", "hardware_vendor", "hardware_family", "hardware_generat
              "device", "cluster", "nodes", "cards"}
 PARAM_KEYS = ("workload", "model", "model_init", "precision", "engine", "batch_size", "input_tokens",
               "output_tokens", "scaling", "warmup", "repeats", "seed")
+# Per-card resources: scaling efficiency compares only points whose cards are alike (jobs.plan.cpu_threads).
+PER_CARD_KEYS = ("cpu_threads_per_rank",)
 
 
 def _keys(table: pd.DataFrame) -> list[str]:
@@ -25,9 +27,10 @@ def add_derived(table: pd.DataFrame) -> pd.DataFrame:
     keys = _keys(table)
 
     # X(N) / (N X(1)); for strong scaling X = work / T, so this equals T(1) / (N T(N)).
-    base = ok[ok["cards"].eq(1)].set_index(["hardware", *keys])[BASIS]
+    like = ["hardware", *keys, *(c for c in PER_CARD_KEYS if c in table.columns)]
+    base = ok[ok["cards"].eq(1)].set_index(like)[BASIS]
     base = base[~base.index.duplicated()]
-    idx = pd.MultiIndex.from_frame(table[["hardware", *keys]])
+    idx = pd.MultiIndex.from_frame(table[like])
     x1 = base.reindex(idx).to_numpy()
     eff = table[BASIS].to_numpy() / (table["cards"].to_numpy() * x1)
     table["scaling_efficiency"] = eff
