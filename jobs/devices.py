@@ -123,17 +123,15 @@ def limit_cpu(threads: int | None, local_rank: int, local_world: int) -> dict:
 
 
 def setup_device(kind: str, local_rank: int, local_world: int, threads: int | None = None) -> Device:
-    """The device of this rank; torch's CPU threads are `threads` (None: the cores split between the ranks)."""
+    """The device of this rank; torch's CPU threads become `threads` (see limit_cpu; None: left as they are)."""
     import torch
 
-    if threads is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        threads = max(1, cores // max(1, local_world))
-    torch.set_num_threads(threads)
-    try:  # only before the first inter-op parallel work of the process
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:
-        pass
+    if threads is not None:
+        torch.set_num_threads(threads)
+        try:  # only before the first inter-op parallel work of the process
+            torch.set_num_interop_threads(threads)
+        except RuntimeError:
+            pass
     if kind == "cpu":
         return Device("cpu")
     if kind in ("cuda", "rocm"):
