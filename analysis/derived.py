@@ -15,6 +15,8 @@ PLACEMENT = {"hardware", "hardware_vendor", "hardware_family", "hardware_generat
              "device", "cluster", "nodes", "cards"}
 # Parameters every workload has; each workload adds its own (MetricSet.keys).
 COMMON_KEYS = ("workload", "model", "model_init", "precision", "seed")
+# Per-card resources: scaling efficiency compares only points whose cards are alike (jobs.plan.cpu_threads).
+PER_CARD_KEYS = ("cpu_threads_per_rank",)
 
 
 def workload_sets(table: pd.DataFrame) -> list[MetricSet]:
@@ -62,9 +64,10 @@ def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> tuple[pd.Series, p
     ok = table[ok_rows & value.notna()].assign(**{x: value})
 
     # X(N) / (N X(1)); for strong scaling X = work / T, so this equals T(1) / (N T(N)).
-    base = ok[ok["cards"].eq(1)].set_index(["hardware", *keys])[x]
+    like = ["hardware", *keys, *(c for c in PER_CARD_KEYS if c in table.columns)]
+    base = ok[ok["cards"].eq(1)].set_index(like)[x]
     base = base[~base.index.duplicated()]
-    x1 = base.reindex(pd.MultiIndex.from_frame(table[["hardware", *keys]])).to_numpy()
+    x1 = base.reindex(pd.MultiIndex.from_frame(table[like])).to_numpy()
     eff = pd.Series(value.to_numpy() / (table["cards"].to_numpy() * x1), index=table.index).where(ok_rows)
 
     prev = ok.set_index(["hardware", "cards", *keys])[x]

@@ -82,13 +82,57 @@ class Device:
         return f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
 
 
-def setup_device(kind: str, local_rank: int, local_world: int) -> Device:
-    """The device of this rank. On the CPU the cores are split between the ranks."""
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _ranges(cores: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5' (as taskset and Slurm write core lists)."""
+    out, start = [], None
+    for i, c in enumerate(cores):
+        start = c if start is None else start
+        if i + 1 == len(cores) or cores[i + 1] != c + 1:
+            out.append(f"{start}-{c}" if c != start else str(c))
+            start = None
+    return ",".join(out)
+
+
+def limit_cpu(threads: int | None, local_rank: int, local_world: int) -> dict:
+    """Give this rank `threads` CPU threads on cores of its own, before torch is imported.
+
+    The OpenMP/MKL/OpenBLAS variables are read when those libraries load, so this runs before the rank's
+    heavy imports; a variable the user set is kept. None: the allowed cores split evenly between the
+    node's ranks. Cores are pinned where the OS allows it: rank r of the node takes the r-th disjoint
+    slice of the cores it may use (or all of them when the scheduler already bound it to exactly that many).
+    Returns what was done, for the record."""
+    allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    if threads is None:
+        threads = max(1, (len(allowed) if allowed else os.cpu_count() or 1) // max(1, local_world))
+    for var in THREAD_VARS:
+        os.environ.setdefault(var, str(threads))
+    pinned = None
+    if allowed and len(allowed) >= threads * local_world:
+        pinned = allowed[local_rank * threads:(local_rank + 1) * threads]
+    elif allowed and len(allowed) == threads:   # the scheduler bound this task to its own cores
+        pinned = allowed
+    if pinned:
+        try:
+            os.sched_setaffinity(0, pinned)
+        except OSError:
+            pinned = None
+    return {"cpu_threads_per_rank": threads, "cpu_cores": _ranges(pinned) if pinned else None}
+
+
+def setup_device(kind: str, local_rank: int, local_world: int, threads: int | None = None) -> Device:
+    """The device of this rank; torch's CPU threads become `threads` (see limit_cpu; None: left as they are)."""
     import torch
 
+    if threads is not None:
+        torch.set_num_threads(threads)
+        try:  # only before the first inter-op parallel work of the process
+            torch.set_num_interop_threads(threads)
+        except RuntimeError:
+            pass
     if kind == "cpu":
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        torch.set_num_threads(max(1, cores // max(1, local_world)))
         return Device("cpu")
     if kind in ("cuda", "rocm"):
         if not torch.cuda.is_available():

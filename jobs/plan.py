@@ -139,7 +139,47 @@ def base_params(cfg: dict[str, Any]) -> dict[str, Any]:
         "nodes": nodes_for(cfg),
         "seed": cfg["seed"],
         "cluster": cfg["cluster"]["name"],
+        **cpu_threads(cfg),
     }
+
+
+def cpu_threads(cfg: dict[str, Any]) -> dict[str, Any]:
+    """CPU threads of one rank and where that number comes from (params: the table shows both).
+
+    A CPU card is a fixed number of cores, so points with different card counts compare like for like.
+    Most specific first: the user's OMP_NUM_THREADS; the cluster file's cpus_per_card (per_hardware.<hw>,
+    then slurm:); on the CPU the hardware file's cores_per_card; on accelerators, on Slurm, the hardware
+    file's slurm.cpus_per_card (what is requested). None: the cores this rank may use, split evenly between
+    the node's ranks at run time (accelerators on cluster=local)."""
+    hw, cluster = cfg["hardware"], cfg["cluster"]
+    user = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if user:
+        return {"cpu_threads_per_rank": int(user) if user.isdigit() and int(user) > 0 else user,
+                "cpu_threads_source": "OMP_NUM_THREADS"}
+    per_card, source = None, None
+    for where, block in ((f"cluster.per_hardware.{hw['name']}", (cluster.get("per_hardware") or {}).get(hw["name"])),
+                         ("cluster.slurm", cluster.get("slurm"))):
+        if isinstance(block, dict) and block.get("cpus_per_card") is not None:
+            per_card, source = block["cpus_per_card"], f"{where}.cpus_per_card"
+            break
+    device = cfg.get("device_override") or hw["device"]
+    if per_card is None and device == "cpu":  # with device_override the card is a CPU card too
+        per_card, source = hw.get("cores_per_card") or 1, "hardware.cores_per_card"
+    if per_card is None and cluster["kind"] == "slurm" and hw["slurm"].get("cpus_per_card") is not None:
+        per_card, source = hw["slurm"]["cpus_per_card"], "hardware.slurm.cpus_per_card"
+    if per_card is None:
+        return {"cpu_threads_per_rank": None, "cpu_threads_source": "cores split between the node's ranks"}
+    cards = 1 if device == "cpu" else _cards_per_rank(cfg)
+    return {"cpu_threads_per_rank": per_card * cards, "cpu_threads_source": source}
+
+
+def _cards_per_rank(cfg: dict[str, Any]) -> int:
+    """Cards one process drives: 1 for per-card workloads, the node's cards for per-node ones (vllm)."""
+    try:
+        per_card = workloads.get(cfg["workload"]["name"]).tasks(cfg) == "per_card"
+    except (KeyError, TypeError, ValueError):  # an unknown workload is reported by make_point
+        return 1
+    return 1 if per_card else math.ceil(int(cfg["cards"]) / nodes_for(cfg))
 
 
 def rerun_command(overrides: list[str], sweep_name: str) -> str:
@@ -201,8 +241,12 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
                         f"but cluster={cluster['name']} allows at most {cluster['max_nodes']} node(s), "
                         f"i.e. cards <= {cluster['max_nodes'] * hw['cards_per_node']}")
     device = cfg.get("device_override") or hw["device"]
-    if here and cluster["kind"] == "local":
-        problems += _check_local(device, cards, hw["name"])
+    threads = cpu_threads(cfg)
+    per_rank = threads["cpu_threads_per_rank"]
+    if per_rank is not None and (not isinstance(per_rank, int) or isinstance(per_rank, bool) or per_rank < 1):
+        problems.append(f"{threads['cpu_threads_source']}={per_rank!r} must be a whole number of threads >= 1")
+    elif here and cluster["kind"] == "local":
+        problems += _check_local(device, cards, hw["name"], threads)
     model = cfg["model"]
     if model["init"] not in ("random", "pretrained"):
         problems.append(f"model.init={model['init']!r} must be random or pretrained")
@@ -221,13 +265,16 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
     return problems
 
 
-def _check_local(device: str, cards: int, hw_name: str) -> list[str]:
-    """cluster=local runs points on this machine: it must have the devices."""
+def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any]) -> list[str]:
+    """cluster=local runs points on this machine: it must have the devices, and on the CPU the cores."""
+    per_rank, source = threads["cpu_threads_per_rank"], threads["cpu_threads_source"]
     if device == "cpu":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        if cards > cores:
-            return [f"cards={cards} on hardware={hw_name} runs {cards} worker processes but this machine has "
-                    f"{cores} core(s); use cards <= {cores}"]
+        if cards * per_rank > cores:
+            fit = cores // per_rank
+            return [f"cards={cards} on hardware={hw_name} runs {cards} worker processes of {per_rank} core(s) "
+                    f"each ({source}) but this machine has {cores} core(s); use cards <= {fit}"
+                    + (f" or a smaller {source}" if per_rank > 1 else "")]
         return []
     from jobs.devices import local_device_count
 
@@ -332,6 +379,8 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     per_card_tasks = workloads.get(cfg["workload"]["name"]).tasks(cfg) == "per_card"
     tasks = per_node if per_card_tasks else 1
     cpus, mem = sl.get("cpus_per_card"), sl.get("mem_per_card_gb")
+    if cpus is None and hw["device"] == "cpu":  # a CPU card is cores_per_card cores: ask for them
+        cpus = hw.get("cores_per_card")
     return Resources(
         cluster=cluster["name"],
         partition=sl["partition"],

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import files, records, watchdog, workloads
-from jobs.devices import Device, dist_backend, setup_device
+from jobs.devices import Device, dist_backend, limit_cpu, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
 
@@ -85,6 +85,10 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
     print(f"[accelsweep] point {spec['point_id']} rank {rank}/{world} on {socket.gethostname()}: "
           f"{spec['command']}", flush=True)
     try:
+        # Before torch loads: OpenMP reads its thread count once, at load time.
+        late = "torch" in sys.modules
+        cpu = limit_cpu(spec["params"].get("cpu_threads_per_rank"), local_rank, local_world)
+        spec = {**spec, "params": {**spec["params"], "cpu_threads_per_rank": cpu["cpu_threads_per_rank"]}}
         if world > 1:
             import submitit
             import torch.distributed as dist
@@ -93,17 +97,21 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
-        device = setup_device(device_kind, local_rank, local_world)
+        device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
         per_task = max(1, math.ceil(int(cfg["cards"]) / nodes_for(cfg)) // local_world)
         first = local_rank * per_task if device.kind == "hpu" else device.index
         meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
                            device_index=first or 0, devices=per_task if device.kind != "cpu" else 1)
         ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter)
+        # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
+        cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
         if rank == 0:
+            info = {**result.info, "cpu_cores_pinned": cores,
+                    **({"cpu_threads_env_late": True} if late else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
-                   info=result.info, energy={"meter": meter.name, "devices": world * per_task},
+                   info=info, energy={"meter": meter.name, "devices": world * per_task},
                    error=None if result.status == "ok" else records.error_info(
                        type_="WorkloadCheck", message=result.error or f"workload checks failed: {result.info}"))
         return result.status

@@ -61,3 +61,14 @@ def test_strong_and_weak_scaling_hand_computed_and_kept_apart():
     assert eff[("a100", "strong", 1)] == eff[("a100", "weak", 1)] == 1.0
     # a strong point is never compared with a weak 1-card point
     assert math.isnan(eff[("h100", "strong", 2)])
+
+
+def test_scaling_efficiency_only_between_alike_cards():
+    """A 2-card point with 1 thread per rank has no 1-card baseline unless one ran with 1 thread too."""
+    rows = [{**_row("cpu", 1, 100.0), "cpu_threads_per_rank": 2}, {**_row("cpu", 2, 150.0), "cpu_threads_per_rank": 1},
+            {**_row("cpu", 1, 90.0, model="n"), "cpu_threads_per_rank": 1},
+            {**_row("cpu", 2, 150.0, model="n"), "cpu_threads_per_rank": 1}]
+    t = add_derived(pd.DataFrame(rows))
+    eff = dict(zip(zip(t.model, t.cards), t.scaling_efficiency))
+    assert math.isnan(eff[("m", 2)]) and eff[("m", 1)] == 1.0
+    assert eff[("n", 2)] == pytest.approx(150 / (2 * 90))

@@ -44,13 +44,18 @@ def test_meter_choice():
 WINDOW_S = 0.3
 
 
-def _window(meter) -> tuple[float | None, float]:
-    """(joules, seconds) of one measured window of WINDOW_S."""
-    t0 = time.monotonic()
+def _window(meter) -> float | None:
+    """Joules of one measured window of about WINDOW_S."""
     meter.start()
     time.sleep(WINDOW_S)
-    joules = meter.stop()
-    return joules, time.monotonic() - t0
+    return meter.stop()
+
+
+def _integral_of(meter, watts: float) -> float:
+    """What a constant `watts` over the meter's own samples integrates to (a definition, not a timing)."""
+    stamps = [t for t, _ in meter._sampler.samples]
+    assert len(stamps) >= 2 and stamps == sorted(stamps)   # at least the window's start and stop edges
+    return watts * (stamps[-1] - stamps[0])
 
 
 def _fake_nvml(monkeypatch, energy_mj=None, power_mw=200_000):
@@ -103,8 +108,8 @@ def test_nvml_falls_back_to_power_sampling(monkeypatch):
     _fake_nvml(monkeypatch, energy_mj=None, power_mw=200_000)
     m = NvmlMeter(0, interval_s=0.005)
     assert m.name == "nvml-power-sampling"
-    joules, elapsed = _window(m)
-    assert joules == pytest.approx(200 * elapsed, rel=0.1) and m.note is None
+    joules = _window(m)
+    assert joules == pytest.approx(_integral_of(m, 200)) and m.note is None
 
 
 def test_nvml_device_lost_at_stop(monkeypatch):
@@ -137,8 +142,8 @@ def test_parse_hlsmi_power():
 def test_hlsmi_integrates_its_own_device(monkeypatch):
     monkeypatch.setattr(energy, "_run_hlsmi", lambda: "0, 500 W\n1, 100 W\n2, 500 W\n")
     m = HlSmiMeter(device_index=1, interval_s=0.005)
-    joules, elapsed = _window(m)
-    assert joules == pytest.approx(100 * elapsed, rel=0.1) and m.note is None
+    joules = _window(m)
+    assert joules == pytest.approx(_integral_of(m, 100)) and m.note is None
 
 
 def test_hlsmi_device_vanishes_mid_run(monkeypatch):
