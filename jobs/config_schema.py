@@ -121,6 +121,7 @@ SCHEMA: dict[str, Any] = {
     "hardware": {
         "name": Str(), "vendor": Str(), "device": Str(choices=DEVICES), "engine": Str(null=True),
         "family": Str(), "generation": Int(min=0), "previous": Str(null=True), "cards_per_node": Int(min=1),
+        "cores_per_card": Int(min=1, null=True),   # cpu: cores one card is (jobs.plan.cpu_threads)
         "memory_gb": Num(min=0, null=True), "memory_bandwidth_gbs": Num(min=0, null=True),
         "tdp_w": Num(min=0, null=True), "peak_tflops": Open(Num(min=0, null=True)), "precisions": Strs(),
         "slurm": SLURM,
