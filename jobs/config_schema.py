@@ -115,6 +115,7 @@ SCHEMA: dict[str, Any] = {
         "report": Bool(),
         "wait": Bool(),
         "group_readable": Bool(),
+        "poll_s": Num(min=0.1, null=True), "poll_max_s": Num(min=0.1, null=True),   # Slurm wait: look every ...
     },
     "hardware": {
         "name": Str(), "vendor": Str(), "device": Str(choices=DEVICES), "engine": Str(null=True),
@@ -136,7 +137,7 @@ SCHEMA: dict[str, Any] = {
         "account": Str(null=True), "qos": Str(null=True), "hardware": Strs(null=True),
         "partitions": Open(Str(null=True), null=True), "slurm": Open(None, null=True),
         "per_hardware": Open(None, null=True), "setup": Strs(null=True), "python": Str(null=True),
-        "report": Open(None, null=True),
+        "report": Open(None, null=True), "limits": Open(Int(min=1, null=True), null=True),
     },
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
 }
