@@ -77,15 +77,19 @@ def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
     return out
 
 
+def _sinfo() -> list[list[str]]:
+    """One sinfo call, one row per partition and node: partition ('*' marks the default), node, cpus, memory
+    (MB), gres, time limit, each stripped."""
+    return [[f.strip() for f in (line.split("|") + [""] * 6)[:6]]
+            for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines()]
+
+
 def nodes() -> list[dict[str, Any]]:
     """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time."""
-    rows = []
-    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines():
-        part, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
-        rows.append({"partition": part.strip().rstrip("*"), "default": part.strip().endswith("*"),
-                     "node": node.strip(), "cpus": int(cpus.strip("+ ") or 0), "mem_mb": int(mem.strip("+ ") or 0),
-                     "gres": parse_gres(gres), "max_time": limit.strip()})
-    return rows
+    return [{"partition": part.rstrip("*"), "default": part.endswith("*"), "node": node,
+             "cpus": int(cpus.strip("+ ") or 0), "mem_mb": int(mem.strip("+ ") or 0),
+             "gres": parse_gres(gres), "max_time": limit}
+            for part, node, cpus, mem, gres, limit in _sinfo()]
 
 
 def user_accounts() -> tuple[str | None, list[str]]:
@@ -105,13 +109,12 @@ def _gres_count(gres: str, name: str) -> int:
 def partitions() -> dict[str, dict[str, Any]]:
     """Partition name -> sinfo facts, with each node's CPUs, memory (MB) and gres (one sinfo call)."""
     out: dict[str, dict[str, Any]] = {}
-    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%R|%N|%c|%m|%G|%l"]).splitlines():
-        name, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
-        p = out.setdefault(name.strip(), {"nodes": 0, "limit": limit.strip(), "gres": set(), "hosts": {}})
-        if node.strip() not in p["hosts"]:
-            p["hosts"][node.strip()] = {"cpus": _int(cpus), "mem_mb": _int(mem), "gres": gres.strip()}
+    for part, node, cpus, mem, gres, limit in _sinfo():
+        p = out.setdefault(part.rstrip("*"), {"nodes": 0, "limit": limit, "gres": set(), "hosts": {}})
+        if node not in p["hosts"]:
+            p["hosts"][node] = {"cpus": _int(cpus), "mem_mb": _int(mem), "gres": gres}
             p["nodes"] += 1
-            p["gres"].add(gres.strip())
+            p["gres"].add(gres)
     return out
 
 
