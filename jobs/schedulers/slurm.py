@@ -1,7 +1,8 @@
-"""Slurm through submitit: one job array per resource group, states from one sacct call.
+"""Slurm through submitit: job arrays per resource group (split at MaxArraySize), states from one squeue and
+one sacct call.
 
 Only this module runs Slurm commands (sbatch through submitit; sinfo,
-sacctmgr, sacct and scancel directly).
+sacctmgr, scontrol, squeue, sacct and scancel directly).
 """
 from __future__ import annotations
 
