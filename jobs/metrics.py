@@ -90,9 +90,6 @@ DERIVED: tuple[Metric, ...] = (
            "model, precision, cards and workload parameters", None, repeat="from the medians of two points"),
 )
 
-SUMMARY_KEYS = ("median", "mean", "p10", "p90", "p99", "min", "max")
-
-
 def directions(sets: Sequence[MetricSet]) -> dict[str, str]:
     """Metric name -> "higher" | "lower" for every compared metric of `sets` and the derived ones."""
     out: dict[str, str] = {}
