@@ -111,11 +111,10 @@ def partitions() -> dict[str, dict[str, Any]]:
     """Partition name -> sinfo facts, with each node's CPUs, memory (MB) and gres (one sinfo call)."""
     out: dict[str, dict[str, Any]] = {}
     for part, node, cpus, mem, gres, limit in _sinfo():
-        p = out.setdefault(part.rstrip("*"), {"nodes": 0, "limit": limit, "gres": set(), "hosts": {}})
+        p = out.setdefault(part.rstrip("*"), {"nodes": 0, "limit": limit, "hosts": {}})
         if node not in p["hosts"]:
             p["hosts"][node] = {"cpus": _int(cpus), "mem_mb": _int(mem), "gres": gres}
             p["nodes"] += 1
-            p["gres"].add(gres)
     return out
 
 
