@@ -167,10 +167,7 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: D
     except (plan.SweepRejected, sweepdir.SweepDirError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except SubmissionFailed as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
-    except (PointsFailed, files.WriteFailed) as exc:
+    except (SubmissionFailed, PointsFailed, files.WriteFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
