@@ -20,14 +20,15 @@ def _executor(resources: Resources, folder: Path):
     return ex
 
 
-def _tail(job, lines: int = 40) -> str:
+def _logs(job) -> str:
+    """The job's stdout and stderr (records.error_info keeps their last lines)."""
     parts = []
     for getter in (job.stdout, job.stderr) if job is not None else ():
         try:
             parts.append(getter() or "")
         except Exception:  # logs may be missing when the process never started
             pass
-    return "\n".join("\n".join(parts).splitlines()[-lines:])
+    return "\n".join(parts)
 
 
 def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: bool = False) -> str:
@@ -48,7 +49,7 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: b
     try:
         failure_record(point.spec(), str(sweep_dir), status=status, start_time=point.submitted,
                        error=records.error_info(type_={"failed": "JobDied", "timeout": "Timeout"}.get(
-                           status, "Cancelled"), message=message, log_tail=_tail(job)))
+                           status, "Cancelled"), message=message, log_tail=_logs(job)))
     except OSError as err:  # a full disk or an unwritable points directory: say so, go on with the others
         print(f"error: point {point.point_id} {status} and no record could be written: {err}", file=sys.stderr,
               flush=True)
