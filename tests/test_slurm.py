@@ -27,13 +27,6 @@ def test_partition_time_limits(text, minutes):
     assert slurm._slurm_minutes(text) == minutes
 
 
-def test_gres_count():
-    assert slurm._gres_count("gpu:8", "gpu") == 8
-    assert slurm._gres_count("gpu:a100:4(S:0-1)", "gpu") == 4
-    assert slurm._gres_count("hpu:8,gpu:2", "hpu") == 8
-    assert slurm._gres_count("(null)", "gpu") == 0
-
-
 def test_sbatch_params_follow_the_request(make_cfg):
     r = plan.resources_for(make_cfg("hardware=h100", "cards=12", "cluster=localslurm", "cluster.max_nodes=2"))
     p = slurm.sbatch_params(r, "n", array_parallelism=3)

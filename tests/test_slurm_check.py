@@ -58,10 +58,14 @@ def test_the_mission_sweep_fits_the_site(make_cfg, site):
 
 
 def test_gres_count_by_name_and_type():
-    assert slurm._gres_count("gpu:h100:4(S:0-1),gpu:a100:2", "gpu") == 6      # untyped: any type
-    assert slurm._gres_count("gpu:h100:4(S:0-1),gpu:a100:2", "gpu:h100") == 4
-    assert slurm._gres_count("gpu:8", "gpu:h100") == 0                          # untyped node, typed request
-    assert slurm._gres_count("hpu:8,gpu:2", "hpu") == 8
+    def count(node: str, name: str) -> int:
+        return slurm._gres_count(slurm.parse_gres(node), name)
+
+    assert count("gpu:h100:4(S:0-1),gpu:a100:2", "gpu") == 6      # untyped: any type
+    assert count("gpu:h100:4(S:0-1),gpu:a100:2", "gpu:h100") == 4
+    assert count("gpu:8", "gpu:h100") == 0                          # untyped node, typed request
+    assert count("hpu:8,gpu:2", "hpu") == 8
+    assert count("gpu:8", "gpu") == 8 and count("(null)", "gpu") == 0
 
 
 def test_typed_gres_accepted_and_a_missing_type_rejected(make_cfg, site):

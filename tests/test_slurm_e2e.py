@@ -44,12 +44,14 @@ def site(tmp_path_factory):
     shim.mkdir()
     real = shutil.which("sbatch")
     # With a file sbatch-down holding N, every call after the first N answers like an unreachable controller.
+    # With a file sbatch-extra, its options go to the real sbatch ahead of the script's (they win over #SBATCH).
     (shim / "sbatch").write_text(f"""#!/bin/sh
 if [ -f {cwd}/sbatch-down ] && [ "$(cat {cwd}/sbatch-calls 2>/dev/null | wc -l)" -ge "$(cat {cwd}/sbatch-down)" ]; then
   echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2
   exit 1
 fi
 echo "$@" >> {cwd}/sbatch-calls
+if [ -f {cwd}/sbatch-extra ]; then set -- $(cat {cwd}/sbatch-extra) "$@"; fi
 exec {real} "$@"
 """)
     (shim / "sbatch").chmod(0o755)
@@ -216,6 +218,10 @@ def test_cancel_command_cancels_the_sweep(site):
     (["hardware=h100", "cards=16", "cluster.max_nodes=2", "device_override=cpu"],
      "cards=16 needs 2 node(s) but partition h100 has 1; allowed: cards <= 8"),
     (["cluster.time_limit=03:00:00"], "time limit 180 min is above partition cpu's MaxTime 2:00:00"),
+    (["++cluster.slurm.mem_per_card_gb=100000"], "asks for 100000 GB of memory per node (100000 GB per card x "
+                                                  "1 card(s)) but the nodes of partition cpu have at most 31 GB"),
+    (["hardware=h100", "++cluster.per_hardware.h100.gres=gpu:a100", "device_override=cpu"],
+     "asks for gres gpu:a100 (hardware=h100) but the nodes of partition h100 have none; they offer: gpu:h100, hpu"),
     (["cluster.time_limit=90min"], "time limit '90min' is not a duration"),
     (["cluster.report.time_limit=soon"], "cluster.report: time limit 'soon' is not a duration"),
 ])
@@ -228,8 +234,14 @@ def test_bad_cluster_input_rejected_before_submission(site, overrides, message):
 
 
 def test_slurm_refusal_is_reported_and_not_claimed(site):
-    proc = sweep(site, "cluster=localslurm", "sweep.name=refused", "++cluster.slurm.mem_per_card_gb=100000",
-                 check=False)
+    # The pre-check rejects a request no node fits (exit 2), so Slurm's own refusal needs a request that changes
+    # after the check, as when a site shrinks between check and sbatch: the shim asks the real sbatch for more.
+    extra = site[0] / "sbatch-extra"
+    extra.write_text("--mem=100000G\n")
+    try:
+        proc = sweep(site, "cluster=localslurm", "sweep.name=refused", check=False)
+    finally:
+        extra.unlink()
     assert proc.returncode == 1 and "Slurm refused" in proc.stderr
     assert "Requested node configuration is not available" in proc.stderr, proc.stderr
     manifest = json.loads((site[0] / "runs/refused/manifest.json").read_text())
@@ -248,15 +260,7 @@ def test_no_sbatch_points_to_the_local_cluster(site):
 
 # ---- a mixed site at any size: cluster init, default site, arrays, submit limit, resume, interruption ----------
 
-def _planner_reads_per_hardware(make_cfg) -> bool:
-    """per_hardware is read by jobs.plan.resources_for (the `engine` branch); probe it, do not assume it."""
-    from jobs import plan
-
-    cfg = make_cfg("cluster=localslurm", "hardware=h100", "++cluster.per_hardware.h100.partition=probe")
-    return plan.resources_for(cfg).partition == "probe"
-
-
-def test_cluster_init_then_the_mission_command_verbatim(site, tmp_path, make_cfg):
+def test_cluster_init_then_the_mission_command_verbatim(site, tmp_path):
     cwd, env = site
     user = {"ACCELSWEEP_CONFIG_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-m", "jobs.cluster", "init", "ci"], cwd=cwd, env={**env, **user},
@@ -269,8 +273,14 @@ def test_cluster_init_then_the_mission_command_verbatim(site, tmp_path, make_cfg
     dry = sweep(site, *mission, "dry_run=true", "sweep.name=mission", env=user).stdout
     assert "on cluster ci" in dry and "#SBATCH --partition=h100" in dry and "#SBATCH --partition=gaudi3" in dry
     assert "#SBATCH --job-name=mission-gaudi3x8" in dry
-    if _planner_reads_per_hardware(make_cfg):
-        assert "#SBATCH --gres=gpu:h100:8" in dry and "#SBATCH --gres=hpu:8" in dry, dry
+    for cards in (1, 2, 4, 8):                                   # the typed gres the init mapped, per group
+        assert f"#SBATCH --gres=gpu:h100:{cards}" in dry and f"#SBATCH --gres=hpu:{cards}" in dry, dry
+    # engine auto: habana on gaudi3, but the override runs it on the CPU, so hf, and the sweep says why
+    assert "note: engine auto picked hf: hardware=gaudi3's engine habana does not run on cpu devices" in dry
+    real = sweep(site, "-m", "hardware=h100,gaudi3", "cards=1,2,4,8", "dry_run=true", "sweep.name=mission",
+                 env=user).stdout                                # without the override: habana on gaudi3
+    rows = [line for line in real.splitlines() if "hardware=" in line and "│" in line]
+    assert len(rows) == 8 and all((" habana " in r) == ("gaudi3" in r) for r in rows), real
     calls = sbatch_calls(site)
     out = sweep(site, *mission, "sweep.wait=true", "sweep.poll_s=2", "sweep.name=mission", env=user).stdout
     assert "8 to run in 8 resource group(s) on cluster ci" in out and sbatch_calls(site) - calls == 9
@@ -312,8 +322,10 @@ def test_over_the_submit_limit_two_runs_of_the_same_command(site):
     # accelsweep-small has MaxSubmitJobs=6 (ci/slurm.sh): 5 points + the report job fit, 1 point waits.
     grid = ["-m", "cluster=localslurm", "cluster.account=accelsweep-small", "workload.batch_size=range(1,7)",
             "sweep.wait=true", "sweep.poll_s=2", "sweep.name=limited"]
-    first = sweep(site, *grid).stdout
+    proc = sweep(site, *grid, check=False)                  # waited, but 1 point is not done: exit 1
+    first = proc.stdout
     assert "1 point(s) held back: MaxSubmitJobs=6" in first and "run the same command again" in first, first
+    assert proc.returncode == 1 and "not every point is ok: ok 5 · not submitted 1" in proc.stderr, proc.stderr
     sd = site[0] / "runs/limited"
     rows = status(site, "limited").values()
     assert sorted(r["state"] for r in rows) == ["not submitted"] + ["ok"] * 5
@@ -361,6 +373,6 @@ def test_failed_report_job_is_shown_with_its_log_and_fails_the_command(site):
                  check=False)
     assert proc.returncode == 1 and "the report job failed" in proc.stderr, proc.stderr
     assert re.search(r"report job \d+: failed \(sacct: FAILED", proc.stdout), proc.stdout
-    assert "--- log tail" in proc.stdout and "Error" in proc.stdout
+    assert "--- log tail" in proc.stdout and "site/assets/vega.js: Not a directory" in proc.stdout   # the cause
     st = subprocess.run([sys.executable, "-m", "jobs.status", str(sd)], capture_output=True, text=True, cwd=site[0])
     assert st.returncode == 1 and "failed (sacct: FAILED" in st.stdout and "ok 1" in st.stdout

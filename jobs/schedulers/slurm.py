@@ -78,19 +78,17 @@ def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
     return out
 
 
-def _sinfo() -> list[list[str]]:
-    """One sinfo call, one row per partition and node: partition ('*' marks the default), node, cpus, memory
-    (MB), gres, time limit, each stripped."""
-    return [[f.strip() for f in (line.split("|") + [""] * 6)[:6]]
-            for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines()]
-
-
 def nodes() -> list[dict[str, Any]]:
-    """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time."""
-    return [{"partition": part.rstrip("*"), "default": part.endswith("*"), "node": node,
-             "cpus": int(cpus.strip("+ ") or 0), "mem_mb": int(mem.strip("+ ") or 0),
-             "gres": parse_gres(gres), "max_time": limit}
-            for part, node, cpus, mem, gres, limit in _sinfo()]
+    """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time.
+
+    CPUs and memory are 0 where sinfo does not say (e.g. N/A)."""
+    rows = []
+    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines():
+        part, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
+        rows.append({"partition": part.strip().rstrip("*"), "default": part.strip().endswith("*"),
+                     "node": node.strip(), "cpus": _int(cpus) or 0, "mem_mb": _int(mem) or 0,
+                     "gres": parse_gres(gres), "max_time": limit.strip()})
+    return rows
 
 
 def user_accounts() -> tuple[str | None, list[str]]:
@@ -101,19 +99,20 @@ def user_accounts() -> tuple[str | None, list[str]]:
     return default, sorted(set(accounts))
 
 
-def _gres_count(gres: str, name: str) -> int:
-    """Count of gres `name` ('gpu': any type, 'gpu:h100': that type only) in a node's gres string."""
+def _gres_count(gres: list[tuple[str, str | None, int]], name: str) -> int:
+    """Count of gres `name` ('gpu': any type, 'gpu:h100': that type only) in a node's parsed gres."""
     want, _, kind = name.partition(":")
-    return sum(n for g, t, n in parse_gres(gres) if g == want and (not kind or t == kind))
+    return sum(n for g, t, n in gres if g == want and (not kind or t == kind))
 
 
 def partitions() -> dict[str, dict[str, Any]]:
-    """Partition name -> sinfo facts, with each node's CPUs, memory (MB) and gres (one sinfo call)."""
+    """Partition name -> its node count, MaxTime and each node's CPUs, memory (MB) and gres (nodes())."""
     out: dict[str, dict[str, Any]] = {}
-    for part, node, cpus, mem, gres, limit in _sinfo():
-        p = out.setdefault(part.rstrip("*"), {"nodes": 0, "limit": limit, "hosts": {}})
-        if node not in p["hosts"]:
-            p["hosts"][node] = {"cpus": _int(cpus), "mem_mb": _int(mem), "gres": gres}
+    for row in nodes():
+        p = out.setdefault(row["partition"], {"nodes": 0, "limit": row["max_time"], "hosts": {}})
+        if row["node"] not in p["hosts"]:
+            p["hosts"][row["node"]] = {"cpus": row["cpus"] or None, "mem_mb": row["mem_mb"] or None,   # None: unknown
+                                       "gres": row["gres"]}
             p["nodes"] += 1
     return out
 
@@ -197,7 +196,7 @@ def _check_request(r: Resources, p: Point, part: dict[str, Any]) -> list[str]:
 
     best = {what: max((n for h in hosts if (n := has(h, what)) is not None), default=None) for what in needs}
     if gres and best["gres"] == 0:
-        offered = sorted({f"{g}:{t}" if t else g for h in hosts for g, t, _ in parse_gres(h["gres"])})
+        offered = sorted({f"{g}:{t}" if t else g for h in hosts for g, t, _ in h["gres"]})
         problems.append(f"asks for gres {gres} (hardware={hw}) but the nodes of partition {r.partition} have none; "
                         f"they offer: {', '.join(offered) or 'no gres'}; allowed: {setting}.gres in "
                         f"{{{', '.join(offered)}}} or {setting}.gpu_request=none")
