@@ -13,7 +13,7 @@ from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, emp
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import SPEEDUP
-from report.pages import MAX_ROWS, Page, by_workload, label, workload_fields
+from report.pages import MAX_ROWS, Page, by_workload, label, numeric, workload_fields
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
@@ -46,7 +46,8 @@ def _pairs(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "hardware": ok["hardware"].astype(str), "previous": ok["hardware_previous"].astype(str),
         "model": ok["model"].astype(str) if "model" in ok else "(model not recorded)",
         "series": label(ok, fields).to_numpy(),
-        "speedup": ok[SPEEDUP].astype(float), "tput": basis(ok)}, index=ok.index)
+        "speedup": ok[SPEEDUP].astype(float), "tput": basis(ok),
+        "lo": numeric(ok, f"{SPEEDUP}_lo"), "hi": numeric(ok, f"{SPEEDUP}_hi")}, index=ok.index)
     data["pair"] = data["previous"] + " → " + data["hardware"]
     data["tput_prev"] = data["tput"] / data["speedup"]
     return data.reset_index(drop=True)
