@@ -18,7 +18,8 @@ from jobs.metrics import SCALING_EFFICIENCY, SPEEDUP, MetricSet
 PLACEMENT = {"hardware", "hardware_vendor", "hardware_family", "hardware_generation", "hardware_previous",
              "device", "cluster", "nodes", "cards"}
 # Parameters every workload has; each workload adds its own (MetricSet.keys).
-COMMON_KEYS = ("workload", "model", "model_init", "precision", "seed")
+# device_override: a point run on the CPU in place of an h100 is compared only with others run the same way.
+COMMON_KEYS = ("workload", "model", "model_init", "precision", "seed", "device_override")
 
 
 def workload_sets(table: pd.DataFrame) -> list[MetricSet]:
@@ -78,6 +79,8 @@ def ratio_interval(num, den, scale: float = 1.0, *, resamples: int = BOOTSTRAP_R
 def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> dict[str, pd.DataFrame]:
     """{metric: frame of (value, lo, hi)} for scaling efficiency and generation speedup of every row of one
     workload, from throughput column `x`."""
+    if "device_override" in keys:   # None matches None: compared as the empty string
+        table = table.assign(device_override=table["device_override"].fillna(""))
     value = pd.to_numeric(table[x], errors="coerce")
     ok_rows = table["status"].eq("ok")
     ok = table[ok_rows & value.notna()]

@@ -42,3 +42,36 @@ def test_unstable_points_are_named():
     bad = [t for t in texts if "did not reach the noise target" in t]
     assert len(bad) == 1 and bad[0].startswith("1 of 2 point(s)") and "b · m · fp32 · 1 card" in bad[0]
     assert not any("noise target" in t for t in _texts([_row("a", 1, [100.0] * 6)]))
+
+
+def _override_table():
+    """a100 and h100 points run with device_override=cpu, plus a real a100 point."""
+    rows = [_row("a100", 1, [100.0] * 6), _row("a100", 1, [90.0] * 6), _row("h100", 1, [95.0] * 6, previous="a100")]
+    rows[1]["point_id"], rows[2]["point_id"] = "a100-ov", "h100-ov"
+    for r, ov in zip(rows, (None, "cpu", "cpu")):
+        r["device_override"] = ov
+    return add_derived(pd.DataFrame(rows))
+
+
+def test_override_points_compare_only_with_override_points():
+    t = _override_table().set_index("point_id")
+    # h100 (cpu) against a100 (cpu): 95 / 90, not against the real a100's 100
+    assert t.loc["h100-ov", "speedup_vs_previous"] == 95 / 90
+
+
+def test_overrides_are_named_and_left_out_of_findings_unless_asked():
+    from report import overrides
+
+    marked = overrides.mark(_override_table())
+    assert list(marked["hardware"]) == ["a100", "a100 (override: cpu)", "h100 (override: cpu)"]
+    assert marked.loc[2, "hardware_previous"] == "a100 (override: cpu)"
+    assert marked["speedup_vs_previous"].isna().all()          # left out of generation speedups
+    texts = [h["text"] for h in headlines(marked)]
+    assert not any(t.startswith("Biggest generation speedup") for t in texts)
+    assert any("2 point(s) ran with device_override (cpu)" in t and "left out" in t for t in texts)
+    assert "(cpu · " not in " ".join(texts) and "100 tokens/s" in texts[0]   # fastest: the real a100 only
+    asked = overrides.mark(_override_table(), include=True)
+    assert asked.loc[2, "speedup_vs_previous"] == 95 / 90
+    texts = [h["text"] for h in headlines(asked)]
+    assert any("h100 (override: cpu)" in t and "Biggest generation speedup" in t for t in texts)
+    assert any("included in these findings" in t for t in texts)

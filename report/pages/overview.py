@@ -9,7 +9,9 @@ import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
+from report import overrides
 from report.charts import fmt_num
+from report.overrides import IN_FINDINGS
 from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
 
 # Parameter columns of the points table; each workload in the table adds its labels, its main throughput and the
@@ -85,10 +87,15 @@ def _unstable(ok: pd.DataFrame) -> dict[str, Any] | None:
 
 def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     """Short findings computed from the data, each with a link to the chart it comes from; each states only
-    what its interval supports."""
+    what its interval supports. Rows the report keeps out of the findings (device_override points, see
+    report.overrides) are left out."""
+    everything = table
+    if IN_FINDINGS in table:
+        table = table[table[IN_FINDINGS].astype(bool)]
     ok = table[table["status"].eq("ok")] if "status" in table else table.iloc[0:0]
+    override = overrides.finding(everything)
     if ok.empty:
-        return [{"text": "No successful points yet.", "href": None}]
+        return [{"text": "No successful points yet.", "href": None}] + ([override] if override else [])
     items = []
     links = _links()
     for ms, g in by_workload(ok):
@@ -134,6 +141,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
                       "href": "speedup.html"})
     if unstable := _unstable(ok):
         items.append(unstable)
+    if override:
+        items.append(override)
     return items
 
 
