@@ -75,3 +75,14 @@ def test_overrides_are_named_and_left_out_of_findings_unless_asked():
     texts = [h["text"] for h in headlines(asked)]
     assert any("h100 (override: cpu)" in t and "Biggest generation speedup" in t for t in texts)
     assert any("included in these findings" in t for t in texts)
+
+
+def test_a_sweep_of_override_points_only_says_why_nothing_is_headlined():
+    from report import overrides
+    from report.pages import speedup
+
+    only = overrides.mark(_override_table().iloc[1:].reset_index(drop=True))
+    texts = [h["text"] for h in headlines(only)]
+    assert texts[0] == "No headline findings: every successful point ran with device_override."
+    assert "--include-overrides" in speedup.no_pairs(only)
+    assert "--include-overrides" not in speedup.no_pairs(overrides.mark(_override_table().iloc[:1]))
