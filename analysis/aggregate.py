@@ -1,7 +1,8 @@
 """python -m analysis.aggregate RUNS... [--out DIR]: records -> results.parquet and results.csv.
 
 One row per point: its parameters, each metric's median (named as the
-metric) with _p10/_p90/_p99/_n beside it, status and error for points that
+metric) with _p10/_p90/_p99/_n beside it (and, for the main metric, the interval of
+its median _ci_lo/_ci_hi, _cv, its _samples and whether it is `stable`), status and error for points that
 did not succeed, and provenance. Records copied from several clusters merge;
 a point measured twice keeps its newest ok record.
 """
@@ -43,6 +44,10 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     for name, m in rec.get("metrics", {}).items():
         row[name] = m["median"]
         row.update({f"{name}_{s}": m[s] for s in STATS})
+    if nz := rec.get("noise"):   # the main metric: its interval, spread, samples (for derived intervals), stability
+        m = nz["metric"]
+        row.update({f"{m}_ci_lo": nz["ci_lo"], f"{m}_ci_hi": nz["ci_hi"], f"{m}_cv": nz["cv"],
+                    f"{m}_samples": rec["metrics"][m]["samples"], "stable": nz["stable"], "stop": nz["stop"]})
     for key, value in rec.get("info", {}).items():
         row[key if key not in row else f"info_{key}"] = value
     row["energy_meter"] = rec.get("energy", {}).get("meter")

@@ -151,6 +151,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "name": Str(), "engine": Str(), "batch_size": Int(min=1), "input_tokens": Int(min=1),
         "output_tokens": Int(min=1), "shape": Str(null=True), "scaling": Str(), "warmup": Int(min=0),
         "repeats": Int(min=1), "run_unfit": Bool(),
+        "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
+                  "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
         "hf": {"static_cache": Bool(), "compile": Bool()},
         "vllm": {"gpu_memory_utilization": Num(min=0.01, max=1.0), "enforce_eager": Bool(),
                  "max_model_len": Int(min=1, null=True), "max_num_seqs": Int(min=1, null=True)},

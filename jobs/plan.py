@@ -132,6 +132,7 @@ def base_params(cfg: dict[str, Any]) -> dict[str, Any]:
         "hardware_generation": hw["generation"],
         "hardware_previous": hw["previous"],
         "device": cfg.get("device_override") or hw["device"],
+        "device_override": cfg.get("device_override"),   # the report names such points "h100 (override: cpu)"
         "model": cfg["model"]["name"],
         "model_init": cfg["model"]["init"],
         "precision": cfg["precision"]["name"],

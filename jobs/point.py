@@ -35,6 +35,16 @@ class Context:
 
             dist.barrier()
 
+    def broadcast(self, obj):
+        """Rank 0's `obj` on every rank (e.g. its decision to stop repeating)."""
+        if self.world_size == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
     def gather(self, obj):
         """Every rank's `obj` as a list on rank 0, None elsewhere."""
         if self.world_size == 1:

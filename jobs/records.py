@@ -130,7 +130,7 @@ def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[f
                 error: dict[str, str] | None = None, provenance: dict[str, Any]) -> dict[str, Any]:
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
-    return {
+    rec = {
         "schema_version": SCHEMA_VERSION,
         "point_id": point["point_id"],
         "sweep": point["sweep"],
@@ -144,6 +144,20 @@ def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[f
         "provenance": provenance,
         "command": point["command"],
     }
+    if block := noise_of(point, samples or {}):
+        rec["noise"] = block
+    return rec
+
+
+def noise_of(point: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, Any] | None:
+    """How well the point's main metric is known (jobs.noise), from its samples and its workload's settings."""
+    from jobs import noise, workloads
+
+    ms = workloads.metric_set(point["params"].get("workload"))
+    if ms is None or not samples.get(ms.throughput):
+        return None
+    wl = (point.get("cfg") or {}).get("workload") or {"repeats": point["params"].get("repeats", 1)}
+    return noise.assess(samples[ms.throughput], noise.Settings.of(wl), metric=ms.throughput)
 
 
 def error_info(exc: BaseException | None = None, *, type_: str | None = None, message: str | None = None,

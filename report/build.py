@@ -25,6 +25,7 @@ from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
 from jobs import files
 from report.charts import fmt_num
+from report import overrides
 from report.pages import Page, discover, template_dirs
 
 RESULTS_NAME = "results.parquet"
@@ -128,15 +129,18 @@ def _size(path: Path) -> str:
 # --------------------------------------------------------------------------- build
 
 def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
-          tolerance: float = TOLERANCE) -> Path:
-    """Write the site for ``table`` (compared with ``baseline`` if given) under ``out``; return index.html's path."""
+          tolerance: float = TOLERANCE, include_overrides: bool = False) -> Path:
+    """Write the site for ``table`` (compared with ``baseline`` if given) under ``out``; return index.html's path.
+
+    ``include_overrides``: keep device_override points in the generation speedups and headline findings."""
     out = Path(out)
     table = normalize(table)
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
     files.write_text(out / "assets" / "vega.js", vega_bundle())
     files.copy_file(STATIC / "style.css", out / "assets" / "style.css")
-    data_links = _write_data(table, out / "data")
+    data_links = _write_data(table, out / "data")   # the data as measured; the pages name overrides as such
     _write_schema(out / "data")
+    table = overrides.mark(table, include_overrides)
     comparison_link = None
     if comparison is not None:
         path = out / "data" / COMPARISON_NAME
@@ -177,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"(default: {TOLERANCE}, i.e. ±{TOLERANCE * 100:g}%%)")   # %% for argparse
     ap.add_argument("--allow-empty", action="store_true",
                     help="build a report with no points when the inputs hold none (default: an error, exit status 2)")
+    ap.add_argument("--include-overrides", action="store_true",
+                    help="keep points run with device_override in the generation speedups and headline findings "
+                         "(default: left out; their pages name them 'hardware (override: device)' either way)")
     args = ap.parse_args(argv)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
@@ -195,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     if baseline is not None and baseline.empty:
         print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
     try:
-        index = build(table, args.out, baseline=baseline, tolerance=args.tolerance)
+        index = build(table, args.out, baseline=baseline, tolerance=args.tolerance,
+                      include_overrides=args.include_overrides)
     except files.WriteFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -72,3 +72,46 @@ def test_scaling_efficiency_only_between_alike_cards():
     eff = dict(zip(zip(t.model, t.cards), t.scaling_efficiency))
     assert math.isnan(eff[("m", 2)]) and eff[("m", 1)] == 1.0
     assert eff[("n", 2)] == pytest.approx(150 / (2 * 90))
+
+
+def _sampled(hardware, cards, samples, previous=None):
+    return {**_row(hardware, cards, float(pd.Series(samples).median()), previous=previous),
+            "throughput_out_tok_s_samples": samples}
+
+
+def test_intervals_from_the_samples_hand_computed():
+    t = add_derived(pd.DataFrame([
+        _sampled("a100", 1, [100.0, 100.0, 100.0]),            # no spread: the interval is the value itself
+        _sampled("a100", 2, [300.0, 300.0, 300.0]),            # 300 / (2 x 100) = 1.5 with no spread: superlinear
+        _sampled("h100", 1, [200.0, 400.0], previous="a100"),  # medians of resamples: 200, 300 or 400
+        _sampled("h100", 2, [500.0, 500.0], previous="a100"),
+    ]))
+    r = t.set_index(["hardware", "cards"])
+    assert (r.loc[("a100", 1), ["scaling_efficiency_lo", "scaling_efficiency_hi"]] == [1.0, 1.0]).all()
+    assert r.loc[("a100", 2), "scaling_efficiency"] == pytest.approx(1.5)
+    assert (r.loc[("a100", 2), ["scaling_efficiency_lo", "scaling_efficiency_hi"]] == [1.5, 1.5]).all()
+    assert r.loc[("a100", 2), "superlinear"]
+    # h100 / a100 on 1 card: the bootstrap medians of [200, 400] are 200, 300 or 400 over a constant 100,
+    # so the 95% interval spans 2.0 .. 4.0 (each end has probability 1/4 per resample).
+    assert r.loc[("h100", 1), "speedup_vs_previous"] == pytest.approx(3.0)
+    assert (r.loc[("h100", 1), ["speedup_vs_previous_lo", "speedup_vs_previous_hi"]] == [2.0, 4.0]).all()
+    # efficiency 500 / (2 x 300) with the 1-card median 200..400: 500/800 .. 500/400, not superlinear
+    h2 = r.loc[("h100", 2)]
+    assert h2["scaling_efficiency"] == pytest.approx(500 / 600)
+    assert (h2["scaling_efficiency_lo"], h2["scaling_efficiency_hi"]) == (pytest.approx(0.625), pytest.approx(1.25))
+    assert not h2["superlinear"]
+    assert r.loc[("h100", 2), "speedup_vs_previous_lo"] == pytest.approx(500 / 300)
+
+
+def test_ratio_interval_is_seeded_and_brackets_the_ratio():
+    from analysis.derived import ratio_interval
+
+    num, den = [9.0, 10.0, 11.0, 10.5, 9.5], [4.0, 5.0, 6.0, 5.5]
+    assert ratio_interval(num, den, 2.0) == ratio_interval(num, den, 2.0)
+    lo, hi = ratio_interval(num, den, 2.0)
+    assert min(num) / (2 * max(den)) <= lo <= 10 / (2 * 5.25) <= hi <= max(num) / (2 * min(den))
+
+
+def test_no_samples_no_interval():
+    t = add_derived(pd.DataFrame([_row("a100", 1, 100.0), _row("a100", 2, 150.0)]))
+    assert t["scaling_efficiency_lo"].isna().iloc[1] and not t["superlinear"].any()

@@ -1,4 +1,6 @@
 """The inference workload on the tiny models: real transformers generate on the CPU."""
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -17,7 +19,7 @@ def ctx():
 @pytest.mark.parametrize("model", ["tiny-llama", "tiny-mistral"])
 def test_generate_counts_and_timings(make_cfg, ctx, model):
     cfg = make_cfg(f"model={model}", "workload.shape=12x7", "workload.batch_size=3", "workload.repeats=4",
-                   "workload.warmup=1")
+                   "workload.warmup=1", "workload.noise.target=null")   # exactly 4 repeats
     res = inference.run(cfg, ctx)
     assert res.status == "ok"
     assert res.info["exact_output_tokens"] is True and res.info["output_tokens_produced"] == "7"
@@ -30,6 +32,64 @@ def test_generate_counts_and_timings(make_cfg, ctx, model):
         assert thr == pytest.approx(3 * 7 / lat) and tot == pytest.approx(3 * 19 / lat)
     assert s["peak_mem_gb"][0] > 0
     assert "energy_j" not in s   # the none meter measures nothing, and says so
+
+
+class FakeEngine:
+    """Alternating latencies 1 s and 3 s: a point that never becomes stable."""
+
+    def __init__(self, *args):
+        self.calls = 0
+
+    def warm_up(self, ids, out):
+        pass
+
+    def generate(self, ids, out):
+        self.calls += 1
+        return SimpleNamespace(t_submit=0.0, t_first=0.1, t_end=[3.0, 1.0][self.calls % 2], output_tokens=out)
+
+    def info(self):
+        return {}
+
+
+class FakeRanks(Context):
+    """Rank `rank` of 2 without torch.distributed: the other rank always took 2 s; `decisions` is what rank 0
+    broadcasts (None: this is rank 0, its own decision goes out)."""
+
+    def __init__(self, rank, decisions=None):
+        super().__init__(device=setup_device("cpu", 0, 1), rank=rank, world_size=2, local_rank=rank,
+                         meter=energy.NoneMeter())
+        self.decisions, self.sent = decisions, []
+
+    def barrier(self):
+        pass
+
+    def gather(self, obj):
+        if self.rank:
+            return None
+        other = (0.1, 2.0, obj[2]) if isinstance(obj, tuple) else {
+            "repeats": [(0.1, 2.0, r[2]) for r in obj["repeats"]], "energy_j": None, "peak": None}
+        return [obj, other]
+
+    def broadcast(self, obj):
+        out = obj if self.decisions is None else self.decisions.pop(0)
+        self.sent.append(out)
+        return out
+
+
+def test_repeats_continue_until_rank_0_stops_them(make_cfg, monkeypatch):
+    engine = FakeEngine()
+    monkeypatch.setattr(inference.engines, "load", lambda name: lambda *a: engine)
+    cfg = make_cfg("model=tiny-llama", "workload.shape=4x3", "workload.repeats=3", "workload.warmup=0",
+                   "workload.noise.max_repeats=7", "workload.noise.max_seconds=null")
+    res = inference.run(cfg, FakeRanks(0))
+    # Job-level latency per repeat = the slower rank: max(1 or 3, 2) -> 2, 3, 2, ...; never within 5%: 7 repeats.
+    assert res.samples["latency_s"] == [2.0, 3.0, 2.0, 3.0, 2.0, 3.0, 2.0]
+    assert engine.calls == 7
+    # Another rank stops exactly when rank 0 says, whatever its own timings.
+    other = FakeEngine()
+    monkeypatch.setattr(inference.engines, "load", lambda name: lambda *a: other)
+    ranks1 = FakeRanks(1, decisions=[False, False, False, True])
+    assert inference.run(cfg, ranks1).samples == {} and other.calls == 4 and ranks1.decisions == []
 
 
 def test_inputs_have_requested_shape():

@@ -100,6 +100,13 @@ def test_an_inference_record_from_before_metric_sets_reads_into_the_same_row():
     for rec in records:
         validate(rec)
     rows = json.loads(table_from_records(records).to_json(orient="records"))
+    # Columns added since (derived intervals, issue 13): without samples in the table no interval, except a
+    # 1-card point's efficiency against itself (exactly 1); the rest is unchanged.
+    for row in rows:
+        own = 1.0 if row["cards"] == 1 and row["scaling_efficiency"] == 1.0 else None
+        assert [row.pop(f"scaling_efficiency_{e}") for e in ("lo", "hi")] == [own, own]
+        assert [row.pop(f"speedup_vs_previous_{e}") for e in ("lo", "hi")] == [None, None]
+    assert all(row.pop("superlinear") is False for row in rows)
     assert rows == json.loads((DATA / "rows_before_metric_sets.json").read_text())
 
 

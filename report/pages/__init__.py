@@ -96,6 +96,11 @@ def workload_fields(frame: pd.DataFrame, ms: MetricSet, first: tuple[str, ...] =
     return [f for f in dict.fromkeys(fields) if f in frame and f not in skip]
 
 
+def numeric(frame: pd.DataFrame, col: str) -> pd.Series:
+    """A numeric column, NaN where the table has none (e.g. tables from before the derived intervals)."""
+    return pd.to_numeric(frame[col], errors="coerce") if col in frame else pd.Series(float("nan"), index=frame.index)
+
+
 def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     """Human label per row from parameter columns, e.g. "tiny-llama · fp32 · 2 cards · batch 4"."""
 

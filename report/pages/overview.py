@@ -9,7 +9,9 @@ import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
+from report import overrides
 from report.charts import fmt_num
+from report.overrides import IN_FINDINGS
 from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
 
 # Parameter columns of the points table; each workload in the table adds its labels, its main throughput and the
@@ -22,6 +24,9 @@ VERSIONS = (("device_name", "device"), ("device_runtime", "runtime"), ("torch_ve
             ("transformers_version", "transformers"), ("accelsweep_version", "accelsweep"),
             ("git_commit", "accelsweep commit"))
 N_WORST = 10
+N_UNSTABLE = 5   # unstable points named in the headline; the rest counted
+SUPERLINEAR_CAUSES = ("the per-card work fitting a faster level of cache or memory, unequal CPU threads per card, "
+                      "or a slow 1-card measurement")
 
 
 def _cell(value: Any, numeric: bool) -> str:
@@ -37,11 +42,63 @@ def _links() -> dict[str, Any]:
     return {p.workload: p.link for p in discover() if p.workload and p.link}
 
 
+def _interval(lo: Any, hi: Any) -> str:
+    return f"95% interval {fmt_num(lo)}–{fmt_num(hi)}" if pd.notna(lo) and pd.notna(hi) else "no interval: no samples"
+
+
+def _is_false(value: Any) -> bool:
+    """False, not missing: `stable` is absent (NaN) for points from before noise control."""
+    return value is not None and not (isinstance(value, float) and pd.isna(value)) and not bool(value)
+
+
+def _efficiency_claim(r: pd.Series) -> str:
+    """What the efficiency's interval supports: superlinear only when the whole interval is above 1."""
+    if pd.isna(r["eff_lo"]):
+        return ""
+    if r["eff_lo"] > 1:
+        return f"; superlinear beyond its interval, likely from {SUPERLINEAR_CAUSES}"
+    if r["eff"] > 1:
+        return "; above 1, but within its interval: not evidence of superlinear scaling"
+    return ""
+
+
+def _speedup_claim(lo: Any, hi: Any) -> str:
+    if pd.notna(lo) and lo <= 1 <= hi:
+        return "; its interval includes 1: not distinguishable from no speedup"
+    return ""
+
+
+def _unstable(ok: pd.DataFrame) -> dict[str, Any] | None:
+    """A finding naming the points whose main metric did not reach the noise target (jobs.noise)."""
+    if "stable" not in ok:
+        return None
+    bad = ok[ok["stable"].eq(False)]
+    if bad.empty:
+        return None
+    names = []
+    for ms, g in by_workload(bad):
+        names += list(label(g, workload_fields(g, ms, CONFIG)))
+    more = f" and {len(names) - N_UNSTABLE} more" if len(names) > N_UNSTABLE else ""
+    return {"text": f"{len(bad)} of {len(ok)} point(s) did not reach the noise target (the interval of the "
+                    f"median stayed wider than the target within the repeat or time budget), so their numbers "
+                    f"and what is derived from them are uncertain: {'; '.join(names[:N_UNSTABLE])}{more}.",
+            "href": "#points"}
+
+
 def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Short findings computed from the data, each with a link to the chart it comes from."""
+    """Short findings computed from the data, each with a link to the chart it comes from; each states only
+    what its interval supports. Rows the report keeps out of the findings (device_override points, see
+    report.overrides) are left out."""
+    everything = table
+    if IN_FINDINGS in table:
+        table = table[table[IN_FINDINGS].astype(bool)]
     ok = table[table["status"].eq("ok")] if "status" in table else table.iloc[0:0]
+    override = overrides.finding(everything)
     if ok.empty:
-        return [{"text": "No successful points yet.", "href": None}]
+        if override and everything["status"].eq("ok").any():
+            return [{"text": "No headline findings: every successful point ran with device_override.", "href": None},
+                    override]
+        return [{"text": "No successful points yet.", "href": None}] + ([override] if override else [])
     items = []
     links = _links()
     for ms, g in by_workload(ok):
@@ -51,8 +108,13 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         best = g.loc[[x.idxmax()]]
         link = links.get(ms.workload)
         config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
+        b = best.iloc[0]
+        spread = ""
+        if pd.notna(b.get(f"{ms.throughput}_ci_lo")):
+            spread = (f"; {_interval(b[f'{ms.throughput}_ci_lo'], b[f'{ms.throughput}_ci_hi'])}, "
+                      f"n={int(b[f'{ms.throughput}_n'])}" + (", unstable" if _is_false(b.get("stable")) else ""))
         items.append({"text": f"Fastest {ms.workload} configuration: {fmt_num(x.max())} {ms.main.unit} median "
-                              f"{ms.main.title} ({config}).",
+                              f"{ms.main.title} ({config}{spread}).",
                       "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
     data = scaling.points(table)
     multi = data[data["cards"] > 1] if len(data) else data
@@ -61,8 +123,10 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         top = int(d["cards"].max())
         r = d[d["cards"].eq(top)].sort_values("eff", ascending=False, kind="stable").iloc[0]
         name = scaling.describe(kind)[0].lower()
+        spread = f"; {_interval(r['eff_lo'], r['eff_hi'])}" if pd.notna(r["eff_lo"]) else ""
         items.append({"text": f"Best {name} efficiency at the largest card count ({top} cards): {fmt_num(r['eff'])} "
-                              f"({r['workload']} · {r['hardware']} · {r['model']} · {r['series']}).",
+                              f"({r['workload']} · {r['hardware']} · {r['model']} · {r['series']}{spread}"
+                              f"{_efficiency_claim(r)}).",
                       "href": f"scaling.html#{scaling.chart_id(kind, r['workload'], r['hardware'], r['model'])}"})
     if multi.empty:
         cards = pd.to_numeric(ok["cards"], errors="coerce") if "cards" in ok else pd.Series(dtype=float)
@@ -71,11 +135,17 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     pairs = speedup.pairs(table)
     if len(pairs):
         r = pairs.loc[pairs["speedup"].idxmax()]
-        items.append({"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}).",
+        spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else ""
+        items.append({"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}"
+                              f"{spread}{_speedup_claim(r['lo'], r['hi'])}).",
                       "href": f"speedup.html#{speedup.chart_id(r['workload'], r['family'])}"})
     else:
         items.append({"text": "No generation speedup: no point was measured on two consecutive generations.",
                       "href": "speedup.html"})
+    if unstable := _unstable(ok):
+        items.append(unstable)
+    if override:
+        items.append(override)
     return items
 
 

@@ -17,7 +17,7 @@ from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, limit_series,
                            records, series_note, to_spec)
-from report.pages import Page, by_workload, label, workload_fields
+from report.pages import Page, by_workload, label, numeric, workload_fields
 
 EFF = SCALING_EFFICIENCY
 GOOD = 0.8
@@ -74,11 +74,14 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "model": _text(ok, "model", "(model not recorded)"),
         "kind": _text(ok, "scaling", UNKNOWN).str.lower(),
         "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float), "tput": basis(ok),
+        "eff_lo": numeric(ok, f"{EFF}_lo"), "eff_hi": numeric(ok, f"{EFF}_hi"),
         "series": label(ok, fields).to_numpy() if fields else "all points",
         "legend": " · ".join(fields) or "series"})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
     return (data.groupby(["workload", "hardware", "model", "kind", "series", "legend", "cards"], sort=True)
-            .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size")).reset_index())
+            .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"),
+                 eff_lo=("eff_lo", lambda v: v.min(skipna=False)), eff_hi=("eff_hi", lambda v: v.max(skipna=False)))
+            .reset_index())
 
 
 def kinds(data: pd.DataFrame) -> list[str]:

@@ -13,7 +13,8 @@ from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, emp
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import SPEEDUP
-from report.pages import MAX_ROWS, Page, by_workload, label, workload_fields
+from report.overrides import IN_FINDINGS
+from report.pages import MAX_ROWS, Page, by_workload, label, numeric, workload_fields
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
@@ -46,7 +47,8 @@ def _pairs(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "hardware": ok["hardware"].astype(str), "previous": ok["hardware_previous"].astype(str),
         "model": ok["model"].astype(str) if "model" in ok else "(model not recorded)",
         "series": label(ok, fields).to_numpy(),
-        "speedup": ok[SPEEDUP].astype(float), "tput": basis(ok)}, index=ok.index)
+        "speedup": ok[SPEEDUP].astype(float), "tput": basis(ok),
+        "lo": numeric(ok, f"{SPEEDUP}_lo"), "hi": numeric(ok, f"{SPEEDUP}_hi")}, index=ok.index)
     data["pair"] = data["previous"] + " → " + data["hardware"]
     data["tput_prev"] = data["tput"] / data["speedup"]
     return data.reset_index(drop=True)
@@ -55,7 +57,7 @@ def _pairs(ok: pd.DataFrame, ms) -> pd.DataFrame:
 def charts(table: pd.DataFrame) -> list[Chart]:
     data = pairs(table)
     if data.empty:
-        return [empty_chart("speedup-none", "Generation speedup", NO_PAIRS)]
+        return [empty_chart("speedup-none", "Generation speedup", no_pairs(table))]
     out = []
     for (wl, family), d in sorted(data.groupby(["workload", "family"]), key=lambda kv: kv[0]):
         main = workloads.metric_set(wl).main
@@ -99,7 +101,15 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
         sections.append({"id": f"workload-{anchor(wl)}", "workload": wl, "throughput": ms.throughput,
                          "unit": ms.main.unit, "work": ms.work, "rows": rows, "n": len(d),
                          "ids": [chart_id(wl, f) for f in sorted(d["family"].unique())]})
-    return {"sections": sections, "no_pairs": NO_PAIRS, "n_pairs": len(data)}
+    return {"sections": sections, "no_pairs": no_pairs(table), "n_pairs": len(data)}
+
+
+def no_pairs(table: pd.DataFrame) -> str:
+    """Why the page is empty, naming the device_override points it left out (report.overrides)."""
+    if IN_FINDINGS in table and not table[IN_FINDINGS].astype(bool).all():
+        return (NO_PAIRS + "; the points run with device_override are left out (python -m report.build ... "
+                "--include-overrides puts them in)")
+    return NO_PAIRS
 
 
 # Always built (like the other fixed pages) so the navigation is the same whatever the sweep.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from jobs import noise
 from jobs.workloads import Result
 
 from . import engines, model_math
@@ -32,7 +33,9 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
 
     The engine is the resolved one, so auto and the engine it picks are the same point."""
     engine = engines.resolve(cfg)[0]
-    wl = {**cfg["workload"], "engine": engine}
+    wl = {**cfg["workload"], "engine": engine, "noise": noise.identity(cfg["workload"].get("noise"))}
+    if not wl["noise"]:   # at its defaults the noise block identifies nothing: ids from before it stay
+        del wl["noise"]
     return {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
@@ -152,11 +155,20 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     ctx.device.reset_peak_memory()
     local = []
     ctx.barrier()
+    stopper = noise.Stopper(noise.Settings.of(wl))
     ctx.meter.start()
-    for _ in range(wl["repeats"]):
+    stop = False
+    while not stop:   # until the main metric's median is known well enough or the budget is spent (jobs.noise)
         ctx.barrier()
         g = engine.generate(ids, out)
         local.append((g.t_first - g.t_submit, g.t_end - g.t_submit, g.output_tokens))
+        ranks = ctx.gather(local[-1])
+        if ranks is not None:   # rank 0 decides for all, from the job-level value of this repeat
+            ttft, latency = max(r[0] for r in ranks), max(r[1] for r in ranks)
+            value = repeat_metrics(batch=batch * len(ranks), input_tokens=inp, output_tokens=out, latency_s=latency,
+                                   ttft_s=ttft)[METRICS.throughput]
+            stop = stopper.add(value)
+        stop = ctx.broadcast(stop)
     energy_j = ctx.meter.stop()
     # Engines with their own worker processes (vllm) know their memory; the allocator here would not.
     peak = getattr(engine, "peak_memory_bytes", ctx.device.peak_memory_bytes)()

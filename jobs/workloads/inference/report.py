@@ -10,6 +10,7 @@ import altair as alt
 import pandas as pd
 
 from analysis import references
+from report import overrides
 from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, limit_series,
                            records, series_note, to_spec)
 from report.pages import Page, label, rows_for, workload_page_applies
@@ -225,6 +226,8 @@ def energy_chart(table: pd.DataFrame) -> Chart:
 
 ROOFLINE = {"decode_bw_fraction": "decode: memory bandwidth", "prefill_compute_fraction": "prefill: dense compute"}
 NO_ROOFLINE = "no roofline: the hardware file has no peak figures for this hardware (e.g. cpu)"
+NO_ROOFLINE_OVERRIDE = ("no roofline: these points ran with device_override, on another device than the hardware "
+                        "named, so that hardware's peak figures do not apply")
 
 
 def roofline_chart(table: pd.DataFrame) -> Chart:
@@ -235,7 +238,8 @@ def roofline_chart(table: pd.DataFrame) -> Chart:
         if len(d):
             parts.append(d.assign(metric=name, series=d["series"] + " · " + name))
     if not parts:
-        return empty_chart("roofline-0", t, NO_ROOFLINE)
+        ov = overrides.overridden(table)
+        return empty_chart("roofline-0", t, NO_ROOFLINE_OVERRIDE if len(ov) and ov.all() else NO_ROOFLINE)
     data = pd.concat(parts, ignore_index=True)
     tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
                alt.Tooltip("value:Q", title="fraction of peak", format=".3f")]

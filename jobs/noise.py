@@ -1,0 +1,101 @@
+"""Noise control: how many timed repeats a point needs, and how much to trust its median.
+
+After warm-up a point repeats until the confidence interval of the median of its workload's main metric is
+narrower than `target` (relative to the median), or a budget (max_repeats, max_seconds) is spent; `repeats`
+is the minimum. The interval is distribution-free: order statistics chosen with the binomial distribution
+(the sign-test interval), so skewed or bimodal timings need no normality assumption; at 95 % it needs at
+least 6 samples. Taken from criterion: a time budget per point and a 95 % interval on the median; from
+pyperf: report the coefficient of variation and flag a point as unstable instead of hiding it.
+
+The clock is injected (Stopper(clock=...)), so the stopping rule is tested with a fake clock.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+# The defaults of the workload config's `noise` block (hydra_conf/workload/*.yaml repeats them; a test checks).
+DEFAULTS = {"target": 0.05, "confidence": 0.95, "max_repeats": 30, "max_seconds": 120.0}
+
+
+@dataclass(frozen=True)
+class Settings:
+    min_repeats: int = 3
+    target: float | None = DEFAULTS["target"]      # None: exactly min_repeats repeats, no adaptive stopping
+    confidence: float = DEFAULTS["confidence"]
+    max_repeats: int = DEFAULTS["max_repeats"]
+    max_seconds: float | None = DEFAULTS["max_seconds"]
+
+    @classmethod
+    def of(cls, wl: dict[str, Any]) -> Settings:
+        """From a workload config section: `repeats` is the minimum, `noise` the rest (defaults where absent)."""
+        n = {**DEFAULTS, **(wl.get("noise") or {})}
+        return cls(min_repeats=int(wl.get("repeats", 3)), target=n["target"], confidence=n["confidence"],
+                   max_repeats=max(int(n["max_repeats"]), int(wl.get("repeats", 3))), max_seconds=n["max_seconds"])
+
+
+def identity(noise: dict[str, Any] | None) -> dict[str, Any]:
+    """The non-default noise settings: the only ones that make a point a different point (ids stay stable)."""
+    return {k: v for k, v in (noise or {}).items() if DEFAULTS.get(k, object()) != v}
+
+
+def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Distribution-free interval for the median: (x_(k), x_(n-k+1)) with the largest k such that
+    P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2; None when n is too small for that confidence."""
+    xs = sorted(xs)
+    n = len(xs)
+    alpha = (1 - confidence) / 2
+    k, tail = 0, 0.0
+    while k < n // 2:
+        tail += math.comb(n, k) / 2 ** n          # P(B <= k)
+        if tail > alpha:
+            break
+        k += 1
+    return (xs[k - 1], xs[n - k]) if k else None
+
+
+def assess(xs: Sequence[float], settings: Settings, *, metric: str) -> dict[str, Any]:
+    """The record's `noise` block for samples `xs` of `metric`; `stop` says which rule ended the repeats."""
+    xs = [float(x) for x in xs]
+    med = statistics.median(xs) if xs else None
+    mean = statistics.fmean(xs) if xs else None
+    cv = statistics.stdev(xs) / mean if len(xs) > 1 and mean else None
+    ci = median_ci(xs, settings.confidence) if xs else None
+    width = (ci[1] - ci[0]) / abs(med) if ci and med else None
+    stable = width is not None and settings.target is not None and width <= settings.target
+    stop = None if len(xs) < settings.min_repeats else _reason(len(xs), stable, settings) or "max_seconds"
+    return {"metric": metric, "n": len(xs), "cv": cv, "ci_lo": ci[0] if ci else None, "ci_hi": ci[1] if ci else None,
+            "confidence": settings.confidence, "rel_width": width, "target": settings.target, "stable": stable,
+            "stop": stop}
+
+
+class Stopper:
+    """Feed one value of the main metric per timed repeat; `add` says when to stop and `reason` why."""
+
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic):
+        self.settings, self.clock = settings, clock
+        self.values: list[float] = []
+        self.reason: str | None = None
+        self._t0 = clock()
+
+    def add(self, value: float) -> bool:
+        self.values.append(float(value))
+        s, n = self.settings, len(self.values)
+        if n < s.min_repeats:
+            return False
+        self.reason = _reason(n, assess(self.values, s, metric="")["stable"], s)
+        if self.reason is None and s.max_seconds is not None and self.clock() - self._t0 >= s.max_seconds:
+            self.reason = "max_seconds"
+        return self.reason is not None
+
+
+def _reason(n: int, stable: bool, s: Settings) -> str | None:
+    """Why n >= min_repeats repeats are enough, short of the time budget; None: not enough yet."""
+    if s.target is None:
+        return "fixed"
+    if stable:
+        return "stable"
+    return "max_repeats" if n >= s.max_repeats else None
