@@ -14,9 +14,6 @@ import pandas as pd
 from jobs import workloads
 from jobs.metrics import SCALING_EFFICIENCY, SPEEDUP, MetricSet
 
-# Columns that say where a point ran or how it was scheduled rather than what it computed.
-PLACEMENT = {"hardware", "hardware_vendor", "hardware_family", "hardware_generation", "hardware_previous",
-             "device", "cluster", "nodes", "cards"}
 # Parameters every workload has; each workload adds its own (MetricSet.keys).
 # device_override: a point run on the CPU in place of an h100 is compared only with others run the same way.
 COMMON_KEYS = ("workload", "model", "model_init", "precision", "seed", "device_override")
