@@ -59,8 +59,18 @@ exec {real} "$@"
     return cwd, env
 
 
+# The sweeps here take seconds: poll every second (the default back-off is for real clusters) and time exactly
+# `repeats` repeats (the noise control, tested in tests/test_noise.py, would repeat CPU points up to its budget).
+FAST_POLL = ("sweep.poll_s=1", "sweep.poll_max_s=2")
+FIXED_REPEATS = ("workload.noise.target=null",)
+
+
 def sweep(site, *args, check=True, env=None):
     cwd, site_env = site
+    if "sweep.wait=true" in args:
+        args = (*args, *FAST_POLL)
+    if not any(a.startswith("workload.noise") for a in args):
+        args = (*args, *FIXED_REPEATS)
     proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env={**site_env, **(env or {})},
                           capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
@@ -181,7 +191,7 @@ def test_cancel_kill_and_time_limit_each_leave_a_record(site, measured):
     subprocess.run(["scancel", cancel], check=True)
     from jobs.submit import wait
 
-    wait(sweep_dir, poll_s=2)                                          # until the report job ended too
+    wait(sweep_dir, poll_s=1, poll_max_s=2)                            # until the report job ended too
     states = {r["job"]: r for r in status(site).values()}
     assert states[cancel]["state"] == "cancelled", states[cancel]
     assert states[kill]["state"] == "failed" and "9" in states[kill]["detail"], states[kill]
@@ -205,7 +215,7 @@ def test_cancel_command_cancels_the_sweep(site):
     assert "cancelled job(s)" in proc.stdout and "report job" in proc.stdout
     from jobs.submit import wait
 
-    assert wait(sweep_dir, poll_s=2) == {"cancelled": 2}
+    assert wait(sweep_dir, poll_s=1, poll_max_s=2) == {"cancelled": 2}
     out = subprocess.run([sys.executable, "-m", "jobs.status", str(sweep_dir), "--all"], capture_output=True,
                          text=True, cwd=site[0], check=True).stdout
     assert "cancelled 2" in out
@@ -282,7 +292,7 @@ def test_cluster_init_then_the_mission_command_verbatim(site, tmp_path):
     rows = [line for line in real.splitlines() if "hardware=" in line and "│" in line]
     assert len(rows) == 8 and all((" habana " in r) == ("gaudi3" in r) for r in rows), real
     calls = sbatch_calls(site)
-    out = sweep(site, *mission, "sweep.wait=true", "sweep.poll_s=2", "sweep.name=mission", env=user).stdout
+    out = sweep(site, *mission, "sweep.wait=true", "sweep.name=mission", env=user).stdout
     assert "8 to run in 8 resource group(s) on cluster ci" in out and sbatch_calls(site) - calls == 9
     assert re.search(r"report job \d+: ok -> .*mission/site/index.html", out), out
     assert {r["state"] for r in status(site, "mission").values()} == {"ok"}
@@ -321,7 +331,7 @@ def test_large_group_is_several_arrays_and_a_rerun_sends_nothing_twice(site):
 def test_over_the_submit_limit_two_runs_of_the_same_command(site):
     # accelsweep-small has MaxSubmitJobs=6 (ci/slurm.sh): 5 points + the report job fit, 1 point waits.
     grid = ["-m", "cluster=localslurm", "cluster.account=accelsweep-small", "workload.batch_size=range(1,7)",
-            "sweep.wait=true", "sweep.poll_s=2", "sweep.name=limited"]
+            "sweep.wait=true", "sweep.name=limited"]
     proc = sweep(site, *grid, check=False)                  # waited, but 1 point is not done: exit 1
     first = proc.stdout
     assert "1 point(s) held back: MaxSubmitJobs=6" in first and "run the same command again" in first, first
@@ -356,7 +366,7 @@ def test_submission_cut_off_is_recorded_and_the_same_command_completes_it(site):
     out = subprocess.run([sys.executable, "-m", "jobs.status", str(sd)], capture_output=True, text=True,
                          cwd=site[0]).stdout
     assert "not submitted 2" in out and "Unable to contact slurm controller" in out, out
-    again = sweep(site, *grid, "sweep.wait=true", "sweep.poll_s=2").stdout
+    again = sweep(site, *grid, "sweep.wait=true").stdout
     assert re.search(r"\d already measured \(skipped\), \d queued or running \(skipped\), 2 to run", again), again
     assert re.search(r"report job \d+: ok", again), again
     sent = _sent(json.loads((sd / "manifest.json").read_text()))
@@ -369,7 +379,7 @@ def test_failed_report_job_is_shown_with_its_log_and_fails_the_command(site):
     sd = site[0] / "runs/badreport"
     sd.mkdir(parents=True)
     (sd / "site").write_text("a file where the report's directory goes")   # report.build cannot write there
-    proc = sweep(site, "cluster=localslurm", "sweep.wait=true", "sweep.poll_s=2", "sweep.name=badreport",
+    proc = sweep(site, "cluster=localslurm", "sweep.wait=true", "sweep.name=badreport",
                  check=False)
     assert proc.returncode == 1 and "the report job failed" in proc.stderr, proc.stderr
     assert re.search(r"report job \d+: failed \(sacct: FAILED", proc.stdout), proc.stdout
