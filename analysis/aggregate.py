@@ -1,4 +1,4 @@
-"""python -m analysis.aggregate RUNS... [--out DIR]: records -> results.parquet and results.csv.
+"""python -m analysis.aggregate RUNS... [--out DIR]: records -> results.parquet and results.csv.gz.
 
 One row per point: its parameters, each metric's median (named as the
 metric) with _p10/_p90/_p99/_n beside it (and, for the main metric, the interval of
@@ -100,15 +100,17 @@ def table_from_records(recs: Iterable[dict[str, Any]], invalid: Iterable[dict[st
     return add_derived(table)
 
 
-def write_table(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
-    """results.parquet and results.csv under `out_dir`, each written whole or not at all (files.WriteFailed)."""
+def write_table(table: pd.DataFrame, out_dir: Path, csv: bool = True) -> tuple[Path, ...]:
+    """results.parquet (zstd) and, with `csv`, results.csv.gz under `out_dir`, each written whole or not at all
+    (files.WriteFailed)."""
     out_dir = Path(out_dir)
-    parquet, csv = out_dir / "results.parquet", out_dir / "results.csv"
-    with files.atomic(parquet) as tmp:
-        table.to_parquet(tmp, index=False)
-    with files.atomic(csv) as tmp:
-        table.to_csv(tmp, index=False)
-    return parquet, csv
+    written = [out_dir / "results.parquet"] + ([out_dir / "results.csv.gz"] if csv else [])
+    with files.atomic(written[0]) as tmp:
+        table.to_parquet(tmp, index=False, compression="zstd")
+    if csv:
+        with files.atomic(written[1]) as tmp:
+            table.to_csv(tmp, index=False, compression={"method": "gzip", "compresslevel": 6, "mtime": 0})
+    return tuple(written)
 
 
 def main(argv: list[str] | None = None) -> int:
