@@ -54,3 +54,24 @@ def test_site_data_is_parquet_and_one_gzipped_csv(tmp_path):
     assert list(csv.columns) == list(parquet.columns) and list(csv["point_id"]) == list(parquet["point_id"])
     assert pd.read_parquet(sweep / "results.parquet").equals(parquet)
     assert 'href="data/results.csv.gz"' in (site / "data.html").read_text()
+
+
+def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
+    from analysis import aggregate as agg
+
+    sweep = tmp_path / "s"
+    ids = _write(sweep, n=6)
+    first = agg.aggregate([sweep])
+    assert (sweep / agg.CACHE).is_file()
+    read = []
+    real = agg.read_valid
+    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(p.parent.name), real(p))[1])
+    assert agg.aggregate([sweep]).equals(first) and read == []      # nothing changed: nothing read
+    _write(sweep, n=6, failed={2})                                   # every file rewritten, one now failed
+    (sweep / "points" / ids[5] / "record.json").unlink()             # and one gone
+    again = agg.aggregate([sweep])
+    assert sorted(read) == sorted(ids[:5]) and len(again) == 5 and (again["status"] != "ok").sum() == 1
+    (sweep / agg.CACHE).unlink()
+    assert agg.aggregate([sweep]).equals(again)                      # the same as without a cache
+    (sweep / agg.CACHE).write_text("torn")
+    assert agg.aggregate([sweep]).equals(again)                      # a broken cache is read past
