@@ -5,6 +5,7 @@
 For each N, N schema-valid records (tests.synthetic, written by jobs.records.write_record, 1 in 37 failed)
 and a manifest are written to a temporary sweep directory; then each stage runs in its own Python process:
   aggregate    python -m analysis.aggregate SWEEP
+  aggregate again  the same, no record changed: the rows come from the sweep's aggregate cache
   report       python -m report.build SWEEP --out SWEEP/site
   finish       jobs.finish.finish(SWEEP): what a local sweep runs after its points (aggregate, table, report)
   no-op resume the same a second time with no record changed (what a local resume with nothing to run does after
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FINISH = ["-c", "from jobs.finish import finish; finish('{sweep}')"]
 STAGES = {
     "aggregate": ["-m", "analysis.aggregate", "{sweep}"],
+    "aggregate again": ["-m", "analysis.aggregate", "{sweep}"],   # every record unchanged: all from the cache
     "report": ["-m", "report.build", "{sweep}", "--out", "{sweep}/site"],
     "finish": FINISH,
     "no-op resume": FINISH,
@@ -105,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             for stage, cmd in STAGES.items():
                 results[stage][n] = run_stage(cmd, sweep)
                 wall, mb = results[stage][n]
-                print(f"  {stage:<13} {wall:8.2f} s  {mb:8.0f} MB", flush=True)
-    print(f"\n{'stage':<13} " + " ".join(f"{f'N={n:,}':>20}" for n in ns) + "   growth exponent (time, memory)")
+                print(f"  {stage:<15} {wall:8.2f} s  {mb:8.0f} MB", flush=True)
+    print(f"\n{'stage':<15} " + " ".join(f"{f'N={n:,}':>20}" for n in ns) + "   growth exponent (time, memory)")
     for stage, by_n in results.items():
         cells = " ".join(f"{f'{by_n[n][0]:.2f} s {by_n[n][1]:.0f} MB':>20}" for n in ns)
         slopes = ""
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             lo, hi = ns[0], ns[-1]
             slope = [math.log(by_n[hi][k] / by_n[lo][k]) / math.log(hi / lo) for k in (0, 1)]
             slopes = f"   {slope[0]:.2f}, {slope[1]:.2f}"
-        print(f"{stage:<13} {cells}{slopes}")
+        print(f"{stage:<15} {cells}{slopes}")
     return 0
 
 
