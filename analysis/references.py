@@ -173,6 +173,15 @@ STUDIES: dict[str, Study] = {
 }
 
 
+def engine_names(rows: pd.DataFrame, by: str | list[str]) -> pd.Series:
+    """Per group of `rows`: the engines measured, sorted and comma-joined ("" where none was recorded)."""
+    if "engine" not in rows:
+        return pd.Series(dtype=str)
+    by = [by] if isinstance(by, str) else by
+    e = rows[[*by, "engine"]].dropna(subset=["engine"]).astype({"engine": str}).drop_duplicates()
+    return e.sort_values("engine").groupby(by, sort=False)["engine"].agg(", ".join)
+
+
 def compare_study(measured: pd.DataFrame, study: Study, metrics: list[str]) -> pd.DataFrame:
     """Long table, one row per matched configuration x published engine x metric: the configuration's keys,
     `engine` (the study's), `measured_engine`, `metric`, `published`, `measured` (median over matching points)
@@ -186,13 +195,12 @@ def compare_study(measured: pd.DataFrame, study: Study, metrics: list[str]) -> p
     ok = ok.assign(_k=[_key(r) for r in ok[keys].itertuples(index=False)])
     pub = pub.assign(_k=[_key(r) for r in pub[keys].itertuples(index=False)])
     parts = []
+    engines = engine_names(ok, "_k")
     for metric in [m for m in metrics if m in pub and m in ok]:
         med = ok.groupby("_k")[metric].median()
-        engines = ok.groupby("_k")["engine"].agg(lambda e: ", ".join(sorted(map(str, e.dropna().unique())))) \
-            if "engine" in ok else pd.Series(dtype=str)
         d = pub[[*keys, "engine", "_k"]].assign(metric=metric, published=pd.to_numeric(pub[metric], errors="coerce"))
         d["measured"] = d["_k"].map(med).astype(float)
-        d["measured_engine"] = d["_k"].map(engines)
+        d["measured_engine"] = d["_k"].map(engines).fillna("") if "engine" in ok else d["_k"].map(engines)
         parts.append(d[d["published"].notna() & d["measured"].notna()])
     if not parts:
         return pd.DataFrame(columns=cols)

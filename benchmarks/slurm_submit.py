@@ -1,13 +1,16 @@
 """Submit a 10,000-point sweep (4 hardware kinds x 4 card counts x 625 batch sizes) to Slurm and time it.
 
-    python benchmarks/slurm_submit.py [--cluster localslurm] [--batches 625] [--workdir DIR] [--drain NODE]
+    python benchmarks/slurm_submit.py [--cluster localslurm] [--batches 625] [--workdir DIR] [--drain NODE | --hold]
+                                      [--points-per-task K] [--records]
 
 Prints, from one run: the submission wall time and the number of sbatch calls, then the wall time of
 `jobs.status` over all points and the Slurm commands it ran (every call is counted by PATH shims),
 and the MaxArraySize it split at. Then cancels the sweep (arrays and report job). Points use
 device_override=cpu (a test device override). --drain NODE drains that node first (and resumes it
 at the end) so that the points stay queued, as most of a 10,000-point sweep would at a real site,
-instead of running on the test cluster's two cores while they are timed.
+instead of running on the test cluster's two cores while they are timed; --hold submits every job held
+instead (sbatch's SBATCH_HOLD), which changes nothing on the cluster. --points-per-task K runs K points per
+array task (cluster.points_per_task).
 """
 from __future__ import annotations
 
@@ -68,16 +71,21 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=625, help="batch sizes per hardware x cards (625: 10,000 points)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/accelsweep-bench"))
     ap.add_argument("--drain", metavar="NODE", help="drain NODE while the sweep is queued (test cluster)")
+    ap.add_argument("--hold", action="store_true",
+                    help="submit every job held (SBATCH_HOLD), so that nothing runs and the cluster is not reconfigured")
+    ap.add_argument("--points-per-task", type=int, default=1, metavar="K", help="cluster.points_per_task (default 1)")
     ap.add_argument("--records", action="store_true",
                     help="then write a stand-in record (status cancelled) for every point and time status again")
     args = ap.parse_args()
     shutil.rmtree(args.workdir, ignore_errors=True)
     log = args.workdir / "slurm-calls"
     env = shims(args.workdir / "bin", log)
+    if args.hold:
+        env["SBATCH_HOLD"] = "1"
     name = "bench"
     sweep = [sys.executable, "-m", "jobs.sweep", "-m", "hardware=h100,a100,mi300x,h200", "cards=1,2,4,8",
              f"workload.batch_size=range(1,{args.batches + 1})", "device_override=cpu", f"sweep.name={name}",
-             f"cluster={args.cluster}"]
+             f"cluster={args.cluster}", f"cluster.points_per_task={args.points_per_task}"]
     sweep_dir = args.workdir / "runs" / name
     if args.drain:
         subprocess.run(["scontrol", "update", f"nodename={args.drain}", "state=drain", "reason=accelsweep-benchmark"],

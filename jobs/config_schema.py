@@ -105,6 +105,7 @@ SLURM = {"cluster": Str(null=True), "partition": Str(null=True),
 SCHEMA: dict[str, Any] = {
     "cards": Int(min=1),
     "seed": Int(min=0),
+    "isolation": Str(choices=("group", "process")),   # jobs.schedulers.local: a worker per model group, or per point
     "energy": Str(),                      # the meter names are checked by plan.check_point
     "device_override": Str(null=True, choices=DEVICES),
     "dry_run": Bool(),
@@ -136,6 +137,7 @@ SCHEMA: dict[str, Any] = {
     },
     "cluster": {
         "name": Str(), "kind": Str(), "max_nodes": Int(min=1), "max_parallel": Int(min=1), "time_limit": Str(),
+        "points_per_task": Int(min=1, null=True),   # slurm: points one array task runs in turn (jobs.submit)
         "account": Str(null=True), "qos": Str(null=True), "hardware": Strs(null=True),
         "partitions": Open(Str(null=True), null=True), "slurm": Open(None, null=True),
         "per_hardware": Open(None, null=True), "setup": Strs(null=True), "python": Str(null=True),

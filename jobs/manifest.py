@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from jobs import records
+from jobs import files, records
 from jobs.plan import Point
 
 NAME = "manifest.json"
@@ -76,7 +76,8 @@ class Manifest:
     def save(self) -> Path:
         """The whole manifest, atomically; the journal is folded into it."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        path = records.write_record(self.path, self.data)
+        # Compact: json's C encoder (indent would make it the pure-Python one, 5-10x slower at 10,000 points).
+        path = files.write_text(self.path, json.dumps(self.data, separators=(",", ":"), allow_nan=False, default=str))
         self.journal.unlink(missing_ok=True)
         return path
 

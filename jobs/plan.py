@@ -428,6 +428,12 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
     return list(points.values())
 
 
+def worker_key(point: Point) -> str:
+    """Points with the same key may share a worker process: same model, precision, hardware (as run) and cards."""
+    keys = ("hardware", "device", "model", "model_init", "precision", "cards", "cpu_threads_per_rank")
+    return json.dumps([point.params.get(k) for k in keys], default=str)
+
+
 def groups(points: list[Point]) -> dict[str, list[Point]]:
     """Points that run here, by resource request: each group becomes one job array."""
     out: dict[str, list[Point]] = {}

@@ -10,7 +10,7 @@ import math
 import socket
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,9 @@ class Context:
     world_size: int
     local_rank: int
     meter: Any
+    # Per worker process: a workload may keep what several points share here (its loaded model, by a key of
+    # what built it). Points of a shared worker (isolation=group) see the same dict; ignoring it is fine.
+    cache: dict = field(default_factory=dict)
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -79,13 +82,77 @@ def _status_of(exc: BaseException) -> str:
     return "failed"
 
 
+@dataclass
+class Worker:
+    """What the points of one worker process share: set up once, used by each point in turn."""
+
+    late: bool                       # torch was imported before the first point set its thread count
+    owner: dict[str, Any] | None
+    dist: bool = False               # the torch.distributed group (cards > 1) is up; it lives as long as the worker
+    cache: dict = field(default_factory=dict)   # Context.cache: what workloads keep between points (their model)
+
+    @classmethod
+    def start(cls, owner: dict[str, Any] | None) -> Worker:
+        if owner is not None:
+            watchdog.watch(owner)
+        return cls(late="torch" in sys.modules, owner=owner)
+
+    def close(self) -> None:
+        self.cache.clear()
+        if self.dist:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+
 def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None = None) -> str:
-    """Measure the point in `spec` (see plan.Point.spec); return its status.
+    """Measure the point in `spec` (see plan.Point.spec) in a process of its own (isolation=process); return its
+    status, raise what made it fail (after writing its record).
 
     `owner`: the local sweep process (watchdog.identity); the point stops, cancelled, if it is gone."""
+    worker = Worker.start(owner)
+    try:
+        return _run(spec, sweep_dir, worker)
+    finally:
+        worker.close()
+
+
+def run_points(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any] | None = None,
+               limit_s: float | None = None) -> list[str]:
+    """A shared worker: the points of one group (same model, precision, hardware, cards) in turn, in this
+    process and its ranks; each keeps its own warm-up and record. Returns their statuses.
+
+    A point that fails costs only itself: its record says why, the worker drops what it cached (the workload's
+    model may be what broke) and goes on; with several ranks the worker stops instead (the ranks may disagree on
+    where they are) and the sweep starts a new one for the rest. `limit_s`: each point's time limit."""
+    worker = Worker.start(owner)
+    out = []
+    try:
+        for spec in specs:
+            try:
+                with watchdog.deadline(limit_s):
+                    out.append(_run(spec, sweep_dir, worker))
+            except Exception:
+                out.append("failed")
+                worker.cache.clear()
+                if _job_env()[1] > 1:
+                    raise
+            except KeyboardInterrupt:
+                if not watchdog.TIMED_OUT.is_set():   # the sweep stopped: the rest is not started
+                    raise
+                watchdog.TIMED_OUT.clear()
+                out.append("timeout")
+                worker.cache.clear()
+                if _job_env()[1] > 1:
+                    raise
+    finally:
+        worker.close()
+    return out
+
+
+def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
     start = records.now()
-    if owner is not None:
-        watchdog.watch(owner)
     cfg = spec["cfg"]
     point_dir = Path(sweep_dir) / "points" / spec["point_id"]
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -96,10 +163,9 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
           f"{spec['command']}", flush=True)
     try:
         # Before torch loads: OpenMP reads its thread count once, at load time.
-        late = "torch" in sys.modules
         cpu = limit_cpu(spec["params"].get("cpu_threads_per_rank"), local_rank, local_world)
         spec = {**spec, "params": {**spec["params"], "cpu_threads_per_rank": cpu["cpu_threads_per_rank"]}}
-        if world > 1:
+        if world > 1 and not worker.dist:
             import submitit
             import torch.distributed as dist
 
@@ -107,19 +173,21 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
+            worker.dist = True
         device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
         per_task = max(1, math.ceil(int(cfg["cards"]) / nodes_for(cfg)) // local_world)
         first = local_rank * per_task if device.kind == "hpu" else device.index
         meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
                            device_index=first or 0, devices=per_task if device.kind != "cpu" else 1)
-        ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter)
+        ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter,
+                      cache=worker.cache)
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
         if rank == 0:
             info = {**result.info, "cpu_cores_pinned": cores,
-                    **({"cpu_threads_env_late": True} if late else {})}
+                    **({"cpu_threads_env_late": True} if worker.late else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=info, energy={"meter": meter.name, "devices": world * per_task},
                    error=None if result.status == "ok" else records.error_info(
@@ -133,7 +201,10 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
             message = None
             if watchdog.LOST.is_set():
-                message = f"stopped: the sweep (pid {owner['pid']}) that started this point was interrupted or is gone"
+                owner = worker.owner or {}
+                message = f"stopped: the sweep (pid {owner.get('pid')}) that started this point was interrupted or is gone"
+            elif watchdog.TIMED_OUT.is_set():
+                status, message = "timeout", f"stopped at the point's time limit ({exc!r} in a shared worker)"
             elif type(exc).__name__ == "UncompletedJobError":
                 why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
                 message = f"{why} ({exc})"
@@ -142,12 +213,6 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
         else:
             files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
-    finally:
-        if world > 1:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
 
 
 def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:

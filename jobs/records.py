@@ -93,6 +93,7 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(record, None) if the file at `path` is a record that follows the schema, else (None, why not)."""
+    import fastjsonschema
     import jsonschema
 
     try:
@@ -101,6 +102,11 @@ def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"unreadable: {exc.strerror or exc}"
     except ValueError as exc:
         return None, f"not JSON (truncated?): {exc}"
+    try:
+        _fast_check()(data)
+        return data, None
+    except fastjsonschema.JsonSchemaException:   # jsonschema says where and why
+        pass
     try:
         _validator().validate(data)
     except jsonschema.ValidationError as exc:
@@ -114,6 +120,15 @@ def _validator():
     import jsonschema
 
     return jsonschema.Draft202012Validator(schema())
+
+
+@functools.lru_cache(maxsize=1)
+def _fast_check():
+    """The schema compiled to Python (fastjsonschema): about 100x faster than jsonschema, which matters when
+    100,000 records are read. It uses no 2020-12 keyword beyond $defs, which a $ref pointer reaches as any key."""
+    import fastjsonschema
+
+    return fastjsonschema.compile({**schema(), "$schema": "http://json-schema.org/draft-07/schema#"})
 
 
 def schema() -> dict[str, Any]:

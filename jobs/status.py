@@ -34,18 +34,28 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         jobs = job_states(manifest)
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
+    read = {}
+    for pid in manifest.data["points"]:
+        sub = latest.get(pid, {})
+        rec = records.read_record(records.record_path(sweep_dir / "points", pid))
+        read[pid] = rec, rec is not None and sub.get("submitted") is not None and \
+            rec["provenance"].get("start_time", "") >= sub["submitted"]
+    # An array task of several points (cluster.points_per_task) runs them in order: the first without a record
+    # of this submission is the one running, those after it wait.
+    current = {task: next((p for p in pids if not read[p][1]), None) for task, pids in _task_points(manifest,
+                                                                                                   latest).items()}
     rows = []
     for pid, point in manifest.data["points"].items():
         sub = latest.get(pid, {})
-        rec = records.read_record(records.record_path(sweep_dir / "points", pid))
-        fresh = rec is not None and sub.get("submitted") is not None and \
-            rec["provenance"].get("start_time", "") >= sub["submitted"]
+        rec, fresh = read[pid]
         job = jobs.get(sub.get("task") or "", {})
         if fresh or (rec is not None and not sub.get("task")):
             state, detail = rec["status"], (rec.get("error") or {}).get("message", "")
         elif sub.get("task"):
             state = job.get("state", "unknown")
             detail = f"{job.get('slurm_state', 'not in sacct')} {job.get('exit_code', '')}".strip()
+            if state == "running" and current.get(sub["task"]) not in (None, pid):
+                state, detail = "pending", f"waits in array task {sub['task']} behind point {current[sub['task']]}"
             if state not in ("pending", "running") and rec is not None:
                 detail += f"; older record: {rec['status']}"
         elif sub.get("error"):
@@ -62,6 +72,17 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                      "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
                      "submitted": sub.get("submitted"), "slurm": job, "group": sub.get("group") or "-"})
     return rows
+
+
+def _task_points(manifest: Manifest, latest: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Array task -> its points in the order it runs them, for tasks of more than one point."""
+    out: dict[str, list[str]] = {}
+    for entry in manifest.data["submissions"]:
+        for g in entry["groups"].values():
+            for pid, task in zip(g["points"], g["tasks"] or ()):
+                if task and latest.get(pid, {}).get("task") == task:
+                    out.setdefault(task, []).append(pid)
+    return {task: pids for task, pids in out.items() if len(pids) > 1}
 
 
 def report_summary(sweep_dir: Path, manifest: Manifest,

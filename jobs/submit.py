@@ -13,7 +13,7 @@ from typing import Any
 
 from jobs import records
 from jobs.manifest import Manifest
-from jobs.plan import Point, report_resources
+from jobs.plan import Point, report_resources, worker_key
 
 
 def split_measured(points: list[Point], sweep_dir: Path, *, force: bool,
@@ -64,6 +64,24 @@ def arrays(groups: dict[str, list[Point]], max_size: int | None) -> list[tuple[s
     return out
 
 
+def points_per_task(cluster: dict[str, Any], points: list[Point] = ()) -> int:
+    """Points one Slurm array task runs in turn, in one shared worker (cluster.points_per_task; 1 with
+    isolation=process)."""
+    if any((p.cfg or {}).get("isolation") == "process" for p in points):
+        return 1
+    return int(cluster.get("points_per_task") or 1)
+
+
+def by_task(pts: list[Point], k: int) -> list[list[Point]]:
+    """The array tasks of `pts` (in order), `k` points each."""
+    return [pts[i:i + k] for i in range(0, len(pts), k)]
+
+
+def task_order(groups: dict[str, list[Point]], k: int) -> dict[str, list[Point]]:
+    """With several points per task, those that share a model side by side, so that a task loads it once."""
+    return groups if k == 1 else {key: sorted(pts, key=worker_key) for key, pts in groups.items()}
+
+
 def fit(groups: dict[str, list[Point]], room: int | None) -> tuple[dict[str, list[Point]], dict[str, list[Point]]]:
     """(points that fit in `room` more jobs, the rest), whole groups first; room None: no limit."""
     if room is None:
@@ -102,22 +120,38 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
-    send, held = fit(groups, _room(limits, report=True))
-    planned = arrays(send, limits.max_array_size)
+    k = points_per_task(cluster, [p for pts in groups.values() for p in pts])
+    send, held = fit(task_order(groups, k), _scaled(_room(limits, report=True), k))
+    planned = arrays(send, _scaled(limits.max_array_size, k))
     for key, pts in groups.items():
-        mine = [(name, chunk) for k, name, chunk in planned if k == key or k.startswith(key + "-")]
+        mine = [(name, chunk) for g, name, chunk in planned if g == key or g.startswith(key + "-")]
         split = f", split at MaxArraySize={limits.max_array_size}" if len(mine) > 1 else ""
-        out.print(f"--- group {key} ({group_label(pts)}): {len(pts)} point(s), {len(mine)} sbatch call(s){split} ---",
-                  markup=False)
+        per = f", {k} points per array task" if k > 1 else ""
+        out.print(f"--- group {key} ({group_label(pts)}): {len(pts)} point(s){per}, {len(mine)} sbatch call(s)"
+                  f"{split} ---", markup=False)
         if mine:
             name, chunk = mine[0]
-            out.print(slurm.script(chunk[0].resources, len(chunk), name, slurm.folder(sweep_dir), cluster),
-                      markup=False, highlight=False)
+            tasks = by_task(chunk, k)
+            out.print(slurm.script(task_resources(chunk[0].resources, tasks), len(tasks), name,
+                                   slurm.folder(sweep_dir), cluster), markup=False, highlight=False)
         if len(mine) > 1:
             out.print(f"... and {len(mine) - 1} more array(s) like it: "
                       + ", ".join(f"{name} ({len(chunk)})" for name, chunk in mine[1:]), markup=False)
     if held:
         out.print(held_message(held, limits), markup=False)
+
+
+def _scaled(tasks: int | None, k: int) -> int | None:
+    """A number of array tasks as a number of points (None: no limit)."""
+    return None if tasks is None else tasks * k
+
+
+def task_resources(r, tasks: list[list[Point]]):
+    """An array task of several points asks for their time limits together."""
+    from dataclasses import replace
+
+    most = max(len(t) for t in tasks)
+    return r if most == 1 else replace(r, time_min=r.time_min * most)
 
 
 def _room(limits, *, report: bool) -> int | None:
@@ -200,12 +234,13 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
     the same command sends them later). The report job runs after this run's arrays and `active_jobs` (those
     of earlier runs still queued or running) and replaces the `superseded` report jobs still pending.
     Returns the refusals."""
-    from jobs.point import run_point
+    from jobs.point import run_point, run_points
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
-    send, held = fit(groups, _room(limits, report=report))
-    planned = arrays(send, limits.max_array_size)
+    k = points_per_task(cluster, [p for pts in groups.values() for p in pts])
+    send, held = fit(task_order(groups, k), _scaled(_room(limits, report=report), k))
+    planned = arrays(send, _scaled(limits.max_array_size, k))
     for key, name, pts in planned:
         manifest.add_group(entry, key, pts, submitted=None, name=name, save=False,
                            not_sent="the submission stopped before this array was sent; the same command sends it")
@@ -224,8 +259,16 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
             with deferred_interrupts():
                 submitted = records.now()
                 try:
-                    tasks = slurm.submit_group(run_point, [(p.spec(), str(sweep_dir)) for p in pts],
-                                               pts[0].resources, name, sweep_dir, cluster)
+                    if k == 1:
+                        tasks = slurm.submit_group(run_point, [(p.spec(), str(sweep_dir)) for p in pts],
+                                                   pts[0].resources, name, sweep_dir, cluster)
+                    else:   # each array task: a shared worker for its points; the manifest has each point's task
+                        chunks = by_task(pts, k)
+                        limit_s = pts[0].resources.time_min * 60
+                        per_task = slurm.submit_group(
+                            run_points, [([p.spec() for p in c], str(sweep_dir), None, limit_s) for c in chunks],
+                            task_resources(pts[0].resources, chunks), name, sweep_dir, cluster)
+                        tasks = [t for t, c in zip(per_task, chunks, strict=True) for _ in c]
                 except slurm.SlurmError as exc:
                     if any(m in str(exc) for m in slurm.UNREACHABLE + slurm.SUBMIT_LIMIT):
                         stop = f"not sent: an earlier array could not be: {exc}; the same command sends it"
@@ -240,7 +283,8 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
                 job = tasks[0].split("_")[0]
                 manifest.sent(entry, key, submitted=submitted, job_id=job, tasks=tasks)
             r = pts[0].resources
-            print(f"submitted {name}: job {job}, {len(pts)} point(s) to partition {r.partition} "
+            print(f"submitted {name}: job {job}, {len(pts)} point(s){f' ({k} per task)' if k > 1 else ''} to "
+                  f"partition {r.partition} "
                   f"({r.nodes} node(s) x {r.tasks_per_node} task(s), {r.gpus_per_node} gpu(s)/node)", flush=True)
     finally:  # also when interrupted: the report job covers what was sent
         manifest.save()

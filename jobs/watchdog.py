@@ -16,9 +16,11 @@ import signal
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from typing import Any
 
 LOST = threading.Event()   # set in the worker once its sweep is gone
+TIMED_OUT = threading.Event()   # set in a shared worker when its current point ran past its time limit
 
 
 def _stat(pid: int) -> tuple[str, str] | None:
@@ -90,3 +92,29 @@ def watch(owner: dict[str, Any], poll_s: float = 0.5, grace_s: float = 30.0) -> 
     thread = threading.Thread(target=loop, name="accelsweep-owner-watch", daemon=True)
     thread.start()
     return thread
+
+
+@contextmanager
+def deadline(limit_s: float | None, grace_s: float = 30.0):
+    """Interrupt this process (KeyboardInterrupt, TIMED_OUT set) when the block runs longer than `limit_s`; SIGKILL
+    it `grace_s` later if the block is still running. A shared worker's per-point time limit (None: no limit)."""
+    if not limit_s:
+        yield
+        return
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    ended = threading.Event()
+
+    def loop() -> None:
+        if ended.wait(limit_s):
+            return
+        TIMED_OUT.set()
+        _thread.interrupt_main()
+        if not ended.wait(grace_s):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=loop, name="accelsweep-point-deadline", daemon=True).start()
+    try:
+        yield
+    finally:
+        ended.set()

@@ -304,13 +304,14 @@ def test_point_whose_record_cannot_be_written_does_not_stop_the_others(tmp_path,
         def __init__(self):
             self.n = 0
 
-        def submit(self, fn, spec, sweep_dir, owner):
+        def submit(self, fn, *args):
             self.n += 1
             if self.n == 1:
                 raise OSError(errno.ENOSPC, "No space left on device")
             return Job()
 
-    monkeypatch.setattr(local, "_executor", lambda resources, folder: Executor())
+    executor = Executor()
+    monkeypatch.setattr(local, "_executor", lambda *args: executor)
     real = records.write_point_record
 
     def write(path, rec, observed=False):

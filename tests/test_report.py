@@ -90,11 +90,11 @@ def test_build_writes_site(table, tmp_path):
     names = {p.name for p in _pages(site)}
     assert {"index.html", "inference.html", "failures.html"} <= names
     assert (site / "assets" / "vega.js").stat().st_size > 100_000
-    assert len(pd.read_csv(site / "data" / "results.csv")) == len(table)
+    assert len(pd.read_csv(site / "data" / "results.csv.gz")) == len(table)
     assert len(pd.read_parquet(site / "data" / "results.parquet")) == len(table)
 
     index_html = index.read_text()
-    assert "fixture-sweep" in index_html and "data/results.csv" in index_html
+    assert "fixture-sweep" in index_html and "data/results.csv.gz" in index_html
     for p in _pages(site):
         text = p.read_text()
         assert "http://" not in text and "https://" not in text, p   # no CDN, no absolute links
@@ -271,7 +271,7 @@ def test_data_page(table, tmp_path):
 
     site = build(table, tmp_path / "site").parent
     text = (site / "data.html").read_text()
-    for href in ("data/results.csv", "data/results.parquet", "data/record.schema.json"):
+    for href in ("data/results.csv.gz", "data/results.parquet", "data/record.schema.json"):
         assert f'href="{href}"' in text, href
     for field in schema()["properties"]:
         assert f"<code>{html.escape(field)}</code>" in text, field

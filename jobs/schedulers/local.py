@@ -1,21 +1,24 @@
-"""This machine: every point as a submitit local process, at most `max_parallel` at once; the caller waits."""
+"""This machine: a submitit local process per group of points that share a model (isolation=group) or per point
+(isolation=process), at most `max_parallel` at once; the caller waits."""
 from __future__ import annotations
 
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from jobs import records, watchdog
-from jobs.plan import Point, Resources
-from jobs.point import failure_record, run_point
+from jobs.plan import Point, Resources, worker_key
+from jobs.point import failure_record, run_point, run_points
 
 
-def _executor(resources: Resources, folder: Path):
+def _executor(resources: Resources, folder: Path, points: int = 1):
+    """A worker for `points` points: its time limit is theirs together (each point also has its own, run_points)."""
     import submitit
 
     ex = submitit.LocalExecutor(folder=folder / "%j")
-    ex.update_parameters(timeout_min=resources.time_min, tasks_per_node=resources.tasks_per_node,
+    ex.update_parameters(timeout_min=resources.time_min * points, tasks_per_node=resources.tasks_per_node,
                          nodes=1, gpus_per_node=resources.gpus_per_node)
     return ex
 
@@ -45,7 +48,7 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: b
         exc = e
     message = {"timeout": f"time limit of {point.resources.time_min} min reached",
                "cancelled": "the sweep was interrupted (Ctrl-C or SIGTERM) while this point ran"}.get(
-        status, f"job ended without a record: {type(exc).__name__ if exc else 'no exception'}: {exc}")
+        status, f"its worker process ended without writing a record: {type(exc).__name__ if exc else 'no exception'}: {exc}")
     try:
         failure_record(point.spec(), str(sweep_dir), status=status, start_time=point.submitted,
                        error=records.error_info(type_={"failed": "JobDied", "timeout": "Timeout"}.get(
@@ -56,30 +59,91 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: b
     return status
 
 
-def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -> dict[str, str]:
-    """Run every point on this machine; point id -> status.
+def units(groups: dict[str, list[Point]]) -> list[tuple[str, list[Point]]]:
+    """(executor key, points of one worker): with isolation=group (the default) the points of a resource group
+    that share a model, precision, hardware and cards; with isolation=process each point alone."""
+    out: dict[tuple[str, str], list[Point]] = {}
+    for key, pts in groups.items():
+        for p in pts:
+            alone = (p.cfg or {}).get("isolation") == "process"
+            out.setdefault((key, p.point_id if alone else worker_key(p)), []).append(p)
+    return [(key, pts) for (key, _), pts in out.items()]
 
+
+@dataclass
+class _Running:
+    key: str
+    points: list[Point]   # not settled yet; the first is the one running
+    job: object
+    t0: float             # when the first of `points` started (about: when the one before it ended)
+
+
+def _fresh(point: Point, sweep_dir: Path) -> dict | None:
+    """The point's record if this run wrote it."""
+    path = records.record_path(sweep_dir / "points", point.point_id)
+    rec = records.read_record(path) if path.exists() else None
+    return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= point.submitted else None
+
+
+def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -> dict[str, str]:
+    """Run every point on this machine, at most `max_parallel` workers at once; point id -> status.
+
+    A worker that ends before its last point (a crash, a hang past the time limit) costs the point it was
+    running: that point gets a record saying so and a new worker takes the rest.
     On Ctrl-C or SIGTERM the running points are cancelled (each writes a `cancelled` record), the others are not
     started, and KeyboardInterrupt is raised again; workers stop by themselves if this process is killed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.progress import console
 
-    queue = [(p, key) for key, pts in groups.items() for p in pts]
-    total = len(queue)
-    executors = {key: _executor(pts[0].resources, sweep_dir / "submitit") for key, pts in groups.items()}
-    running: list[tuple[Point, object, float]] = []
+    queue = units(groups)
+    total = sum(len(pts) for _, pts in queue)
+    running: list[_Running] = []
     status: dict[str, str] = {}
     owner = watchdog.identity(sweep_dir)
 
     def describe() -> str:
         failed = sum(s != "ok" for s in status.values())
-        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {len(queue)}"
+        pending = sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
+        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {pending}"
 
     def done(point: Point, st: str, elapsed: float, progress) -> None:
         status[point.point_id] = st
         progress.console.print(f"[{len(status)}/{total}] {st:<9} {point.point_id}  {point.label}  ({elapsed:.1f} s)")
         progress.update(bar, advance=1)
+
+    def start(key: str, pts: list[Point], progress) -> None:
+        submitted = records.now()
+        for p in pts:
+            p.submitted = submitted
+        try:
+            ex = _executor(pts[0].resources, sweep_dir / "submitit", len(pts))
+            if len(pts) == 1 and (pts[0].cfg or {}).get("isolation") == "process":
+                job = ex.submit(run_point, pts[0].spec(), str(sweep_dir), owner)
+            else:
+                job = ex.submit(run_points, [p.spec() for p in pts], str(sweep_dir), owner,
+                                pts[0].resources.time_min * 60)
+        except OSError as exc:  # its job files could not be written: these points fail, not the sweep
+            for p in pts:
+                done(p, settle(None, p, sweep_dir, 0.0), 0.0, progress)
+            print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
+            return
+        running.append(_Running(key, list(pts), job, time.monotonic()))
+
+    def advance(w: _Running, progress) -> None:
+        """Settle the points of `w` that have their record; when its job ended, the one it was running too."""
+        while w.points and (rec := _fresh(w.points[0], sweep_dir)) is not None:
+            now = time.monotonic()
+            done(w.points.pop(0), rec["status"], now - w.t0, progress)
+            w.t0 = now
+        if not w.points:   # its process may still be exiting; nothing of it is waited for
+            running.remove(w)
+        elif w.job.done():
+            running.remove(w)
+            elapsed = time.monotonic() - w.t0
+            done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed), elapsed, progress)
+            if w.points[1:]:   # a new worker for the rest, before anything else
+                queue.insert(0, (w.key, w.points[1:]))
 
     previous = signal.getsignal(signal.SIGINT), signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
     try:
@@ -89,39 +153,31 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
             try:
                 while queue or running:
                     while queue and len(running) < max(1, max_parallel):
-                        point, key = queue.pop(0)
-                        point.submitted = records.now()
-                        try:
-                            job = executors[key].submit(run_point, point.spec(), str(sweep_dir), owner)
-                        except OSError as exc:  # its job files could not be written: this point fails, not the sweep
-                            done(point, settle(None, point, sweep_dir, 0.0), 0.0, progress)
-                            print(f"error: could not start point {point.point_id}: {exc}", file=sys.stderr)
-                            continue
-                        running.append((point, job, time.monotonic()))
-                    for item in list(running):
-                        point, job, t0 = item
-                        if job.done():
-                            running.remove(item)
-                            elapsed = time.monotonic() - t0
-                            done(point, settle(job, point, sweep_dir, elapsed), elapsed, progress)
+                        start(*queue.pop(0), progress)
+                    for w in list(running):
+                        advance(w, progress)
                     progress.update(bar, description=describe())
-                    time.sleep(0.2)
+                    time.sleep(0.05 if running else 0)
             except KeyboardInterrupt:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
+                pending = sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
                 progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
-                                       f"{len(queue)} not started")
+                                       f"{pending} not started")
                 watchdog.stop(owner)   # each worker writes its `cancelled` record and exits
                 for wait_s, cancel in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
-                    for _, job, _ in running:
-                        if cancel and not job.done():
-                            job.cancel()
+                    for w in running:
+                        if cancel and not w.job.done():
+                            w.job.cancel()
                     deadline = time.monotonic() + wait_s
-                    while any(not job.done() for _, job, _ in running) and time.monotonic() < deadline:
+                    while any(not w.job.done() for w in running) and time.monotonic() < deadline:
                         time.sleep(0.2)
-                while running:
-                    point, job, t0 = running.pop(0)
-                    elapsed = time.monotonic() - t0
-                    done(point, settle(job, point, sweep_dir, elapsed, cancelled=True), elapsed, progress)
+                for w in running:
+                    while w.points and (rec := _fresh(w.points[0], sweep_dir)) is not None:
+                        done(w.points.pop(0), rec["status"], time.monotonic() - w.t0, progress)
+                    if w.points:
+                        elapsed = time.monotonic() - w.t0
+                        done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed, cancelled=True), elapsed,
+                             progress)
                 progress.update(bar, description=describe())
                 raise
     finally:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.plan import Point, Resources, report_resources
+from jobs.plan import Point, Resources, parse_duration, report_resources
 
 # sacct state -> accelsweep state. A job that ended COMPLETED without a record failed in a way we did not see.
 STATES = {
@@ -148,10 +148,13 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
         parts = partitions()
     except SlurmError as exc:
         return [("cluster", f"cannot list partitions of cluster={cluster['name']}: {exc}")]
+    from jobs.submit import by_task, points_per_task, task_resources
+
     assocs = _associations()
     problems: list[tuple[str, str]] = []
+    k = points_per_task(cluster, [p for pts in groups.values() for p in pts])
     for key, pts in groups.items():
-        r, p = pts[0].resources, pts[0]
+        r, p = task_resources(pts[0].resources, by_task(pts, k)), pts[0]
         where = f"group {key} ({len(pts)} point(s), e.g. {p.label})"
         hw = p.params["hardware"]
         if r.partition not in parts:
@@ -221,6 +224,12 @@ def _check_request(r: Resources, p: Point, part: dict[str, Any]) -> list[str]:
     limit = _slurm_minutes(part["limit"])
     if limit is not None and r.time_min > limit:
         own = ((p.cfg["cluster"].get("per_hardware") or {}).get(hw) or {}).get("time_limit") is not None
+        per = p.cfg["cluster"].get("points_per_task") or 1
+        if r.time_min > parse_duration(p.cfg["cluster"]["time_limit"]) and per > 1:   # several points per task
+            problems.append(f"time limit {r.time_min} min of an array task of cluster.points_per_task={per} points is "
+                            f"above partition {r.partition}'s MaxTime {part['limit']}; allowed: points_per_task <= "
+                            f"{max(1, limit // max(1, r.time_min // per))}")
+            return problems
         problems.append(f"time limit {r.time_min} min is above partition {r.partition}'s MaxTime {part['limit']}; "
                         f"allowed: {setting + '.time_limit' if own else 'cluster.time_limit'} <= {part['limit']}")
     return problems

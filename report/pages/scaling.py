@@ -78,10 +78,15 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "series": label(ok, fields).to_numpy() if fields else "all points",
         "legend": " · ".join(fields) or "series"})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
-    return (data.groupby(["workload", "hardware", "model", "kind", "series", "legend", "cards"], sort=True)
-            .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"),
-                 eff_lo=("eff_lo", lambda v: v.min(skipna=False)), eff_hi=("eff_hi", lambda v: v.max(skipna=False)))
-            .reset_index())
+    # An interval bound is unknown (NaN) where any of the points lacks it.
+    out = (data.assign(lo_na=data["eff_lo"].isna(), hi_na=data["eff_hi"].isna())
+           .groupby(["workload", "hardware", "model", "kind", "series", "legend", "cards"], sort=True)
+           .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"), eff_lo=("eff_lo", "min"),
+                eff_hi=("eff_hi", "max"), lo_na=("lo_na", "any"), hi_na=("hi_na", "any"))
+           .reset_index())
+    out["eff_lo"] = out["eff_lo"].mask(out.pop("lo_na"))
+    out["eff_hi"] = out["eff_hi"].mask(out.pop("hi_na"))
+    return out
 
 
 def kinds(data: pd.DataFrame) -> list[str]:

@@ -5,6 +5,7 @@ model; the job's latency in a repeat is that of the slowest replica.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -147,8 +148,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples={}, status="oom", info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card},
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
                             f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
-    engine = engines.load(engines.resolve(cfg)[0])(cfg["model"], cfg["precision"], ctx.device, engines.options(cfg),
-                                        cfg["seed"])
+    engine = _engine(cfg, ctx)
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
     for _ in range(wl["warmup"]):
         engine.warm_up(ids, out)
@@ -178,6 +178,21 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     result = summarise_ranks(gathered, batch=batch, inp=inp, out=out, info={**engine.info(), "cards_per_process": k})
     result.samples.update(roofline(cfg, batch, inp, out, result.samples, cards=k))
     return result
+
+
+def _engine(cfg: dict[str, Any], ctx):
+    """The loaded engine, kept in the worker's cache for the next point of a shared worker built alike."""
+    name = engines.resolve(cfg)[0]
+    args = (cfg["model"], cfg["precision"], ctx.device, engines.options(cfg), cfg["seed"])
+    cache = getattr(ctx, "cache", None)
+    if cache is None:
+        return engines.load(name)(*args)
+    key = ("inference", name, json.dumps([cfg["model"], cfg["precision"], str(ctx.device.torch_device),
+                                          engines.options(cfg), cfg["seed"]], sort_keys=True, default=str))
+    if key not in cache:
+        cache.clear()   # one model at a time: a group's points share one, the next group brings its own
+        cache[key] = engines.load(name)(*args)
+    return cache[key]
 
 
 def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: dict) -> Result:

@@ -1,0 +1,124 @@
+"""What the harness stages cost as a sweep grows: synthetic records, then aggregate, report, no-op resume, status.
+
+    python benchmarks/scale.py [--n 1000 10000] [--big] [--keep DIR]
+
+For each N, N schema-valid records (tests.synthetic, written by jobs.records.write_record, 1 in 37 failed)
+and a manifest are written to a temporary sweep directory; then each stage runs in its own Python process:
+  aggregate    python -m analysis.aggregate SWEEP
+  aggregate again  the same, no record changed: the rows come from the sweep's aggregate cache
+  report       python -m report.build SWEEP --out SWEEP/site
+  finish       jobs.finish.finish(SWEEP): what a local sweep runs after its points (aggregate, table, report)
+  no-op resume the same a second time with no record changed (what a local resume with nothing to run does after
+               planning; planning itself is not part of it, the synthetic grid is not a Hydra one)
+  status       python -m jobs.status SWEEP
+Prints each stage's wall time and peak resident memory (the child's ru_maxrss from wait4), and the exponent of
+their growth in N (the log-log slope between the smallest and largest N; 1.0 is linear). --big adds 100,000.
+A benchmark, not a test: the figures depend on the machine and its load.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FINISH = ["-c", "from jobs.finish import finish; finish('{sweep}')"]
+STAGES = {
+    "aggregate": ["-m", "analysis.aggregate", "{sweep}"],
+    "aggregate again": ["-m", "analysis.aggregate", "{sweep}"],   # every record unchanged: all from the cache
+    "report": ["-m", "report.build", "{sweep}", "--out", "{sweep}/site"],
+    "finish": FINISH,
+    "no-op resume": FINISH,
+    "status": ["-m", "jobs.status", "{sweep}"],
+}
+
+
+def write_sweep(sweep: Path, n: int) -> None:
+    """N records under sweep/points/<id>/record.json and a manifest naming their points (a local cluster)."""
+    sys.path.insert(0, str(ROOT))
+    from jobs import plan
+    from jobs.manifest import Manifest
+    from jobs.records import record_path, write_record
+    from tests import synthetic
+
+    points = []
+    for i in range(n):   # beyond the 10,000-point grid, the same grid again with another seed
+        seed = i // len(grid())
+        rec = synthetic._record(*grid()[i % len(grid())], failed=i % 37 == 0)
+        if seed:
+            rec["params"]["seed"] = seed
+            rec["point_id"] = f"{rec['point_id'][:9]}{seed:03x}"
+        rec["sweep"] = sweep.name
+        write_record(record_path(sweep / "points", rec["point_id"]), rec)
+        points.append(plan.Point(point_id=rec["point_id"], sweep=sweep.name, overrides=[f"seed={seed}"], cfg={},
+                                 params=rec["params"], command=rec["command"]))
+    Manifest(sweep).begin(points, cluster={"name": "local", "kind": "local"})
+
+
+@functools.lru_cache(maxsize=1)
+def grid() -> list[tuple]:
+    """tests.synthetic's 10,000 points (5 hardware x 5 models x 2 precisions x 4 cards x 5 batches x 5 shapes x 2)."""
+    from tests import synthetic
+
+    return list(itertools.product(synthetic.HARDWARE, synthetic.MODELS, synthetic.PRECISIONS, synthetic.CARDS,
+                                  synthetic.BATCHES, synthetic.SHAPES, synthetic.SCALING))
+
+
+def run_stage(args: list[str], sweep: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of one stage in a fresh Python process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, *(a.format(sweep=sweep) for a in args)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if proc.returncode not in (0, 1):   # status exits 1 only for a failed report job
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024   # ru_maxrss is in kB on Linux
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[1_000, 10_000], help="record counts (default: 1000 10000)")
+    ap.add_argument("--big", action="store_true", help="add 100,000 records (minutes, a few GB of disk)")
+    ap.add_argument("--keep", type=Path, help="write the sweeps under this directory and keep them")
+    args = ap.parse_args(argv)
+    ns = sorted(set(args.n + ([100_000] if args.big else [])))
+    if any(n < 1 for n in ns):
+        ap.error(f"--n must be positive, got {ns}")
+    results: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in STAGES}
+    with tempfile.TemporaryDirectory(prefix="accelsweep-scale-") as tmp:
+        base = args.keep or Path(tmp)
+        for n in ns:
+            sweep = base / f"scale-{n}"
+            t0 = time.perf_counter()
+            write_sweep(sweep, n)
+            print(f"N={n:>7,}: wrote {n:,} records in {time.perf_counter() - t0:.1f} s", flush=True)
+            for stage, cmd in STAGES.items():
+                results[stage][n] = run_stage(cmd, sweep)
+                wall, mb = results[stage][n]
+                print(f"  {stage:<15} {wall:8.2f} s  {mb:8.0f} MB", flush=True)
+    print(f"\n{'stage':<15} " + " ".join(f"{f'N={n:,}':>20}" for n in ns) + "   growth exponent (time, memory)")
+    for stage, by_n in results.items():
+        cells = " ".join(f"{f'{by_n[n][0]:.2f} s {by_n[n][1]:.0f} MB':>20}" for n in ns)
+        slopes = ""
+        if len(ns) > 1:
+            lo, hi = ns[0], ns[-1]
+            slope = [math.log(by_n[hi][k] / by_n[lo][k]) / math.log(hi / lo) for k in (0, 1)]
+            slopes = f"   {slope[0]:.2f}, {slope[1]:.2f}"
+        print(f"{stage:<15} {cells}{slopes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

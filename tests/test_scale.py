@@ -1,0 +1,77 @@
+"""A resume with nothing to do rebuilds nothing; the site's data is parquet and one gzipped CSV."""
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+
+from jobs.finish import FINGERPRINT, finish
+from jobs.records import record_path, write_record
+from tests import synthetic
+
+
+def _write(sweep, n=4, failed=()):
+    grid = itertools.islice(itertools.product(synthetic.HARDWARE, synthetic.MODELS, synthetic.PRECISIONS,
+                                              synthetic.CARDS, synthetic.BATCHES, synthetic.SHAPES,
+                                              synthetic.SCALING), n)
+    ids = []
+    for i, g in enumerate(grid):
+        rec = synthetic._record(*g, failed=i in failed)
+        write_record(record_path(sweep / "points", rec["point_id"]), rec)
+        ids.append(rec["point_id"])
+    return ids
+
+
+def test_finish_rebuilds_only_when_a_record_changed(tmp_path, capsys):
+    sweep = tmp_path / "s"
+    _write(sweep)
+    index = finish(sweep)
+    first = {p: p.stat().st_mtime_ns for p in (index, sweep / "results.parquet")}
+    assert (sweep / FINGERPRINT).is_file() and "not rebuilt" not in capsys.readouterr().out
+
+    assert finish(sweep) == index
+    assert "no record changed; not rebuilt" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in first} == first
+
+    _write(sweep, failed={0})   # the same points, one of them now failed
+    finish(sweep)
+    assert "not rebuilt" not in capsys.readouterr().out
+    table = pd.read_parquet(sweep / "results.parquet")
+    assert (table["status"] != "ok").sum() == 1
+
+    index.unlink()   # a site that is gone is built again, records unchanged or not
+    finish(sweep)
+    assert index.is_file()
+
+
+def test_site_data_is_parquet_and_one_gzipped_csv(tmp_path):
+    sweep = tmp_path / "s"
+    _write(sweep, failed={1})
+    site = finish(sweep).parent
+    assert not list(sweep.glob("results.csv*"))   # the CSV is written once, in the site
+    parquet = pd.read_parquet(site / "data" / "results.parquet")
+    csv = pd.read_csv(site / "data" / "results.csv.gz")
+    assert list(csv.columns) == list(parquet.columns) and list(csv["point_id"]) == list(parquet["point_id"])
+    assert pd.read_parquet(sweep / "results.parquet").equals(parquet)
+    assert 'href="data/results.csv.gz"' in (site / "data.html").read_text()
+
+
+def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
+    from analysis import aggregate as agg
+
+    sweep = tmp_path / "s"
+    ids = _write(sweep, n=6)
+    first = agg.aggregate([sweep])
+    assert (sweep / agg.CACHE).is_file()
+    read = []
+    real = agg.read_valid
+    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(p.parent.name), real(p))[1])
+    assert agg.aggregate([sweep]).equals(first) and read == []      # nothing changed: nothing read
+    _write(sweep, n=6, failed={2})                                   # every file rewritten, one now failed
+    (sweep / "points" / ids[5] / "record.json").unlink()             # and one gone
+    again = agg.aggregate([sweep])
+    assert sorted(read) == sorted(ids[:5]) and len(again) == 5 and (again["status"] != "ok").sum() == 1
+    (sweep / agg.CACHE).unlink()
+    assert agg.aggregate([sweep]).equals(again)                      # the same as without a cache
+    (sweep / agg.CACHE).write_text("torn")
+    assert agg.aggregate([sweep]).equals(again)                      # a broken cache is read past

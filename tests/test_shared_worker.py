@@ -1,0 +1,194 @@
+"""Shared workers (isolation=group): one process per model group runs its points in turn; a crash or a hang costs
+only the point that caused it; the records equal those of one process per point (isolation=process)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jobs import plan, records, workloads
+from jobs.point import run_points
+from jobs.schedulers import local
+
+RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
+                     gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
+                     account=None, qos=None)
+
+
+def _point(pid: str, model: str = "m", isolation: str | None = None) -> plan.Point:
+    params = {"workload": "inference", "hardware": "cpu", "device": "cpu", "model": model, "model_init": "random",
+              "precision": "fp32", "cards": 1, "nodes": 1}
+    cfg = {"isolation": isolation} if isolation else {}
+    return plan.Point(point_id=pid, sweep="t", overrides=[f"model={model}"], cfg=cfg, params=params,
+                      command="c", resources=RES)
+
+
+def test_units_are_model_groups_unless_isolation_is_process():
+    a, b, c = _point("a" * 12), _point("b" * 12), _point("c" * 12, model="other")
+    d, e = _point("d" * 12, isolation="process"), _point("e" * 12, isolation="process")
+    units = local.units({"g": [a, b, c, d, e]})
+    assert [[p.point_id[0] for p in pts] for _, pts in units] == [["a", "b"], ["c"], ["d"], ["e"]]
+
+
+class _Job:
+    """A worker that writes an ok record for each of its points until it reaches one in `crash`, then dies."""
+
+    def __init__(self, specs, sweep_dir, crash):
+        self.ran = []
+        for spec in specs:
+            if spec["point_id"] in crash:
+                break
+            prov = records.provenance(start_time=records.now())
+            records.write_point_record(records.record_path(f"{sweep_dir}/points", spec["point_id"]),
+                                       records.make_record(point=spec, status="ok", provenance=prov))
+            self.ran.append(spec["point_id"])
+
+    def done(self):
+        return True
+
+    def exception(self):
+        return RuntimeError("Segmentation fault (core dumped)")
+
+    def stdout(self):
+        return "worker log"
+
+    stderr = stdout
+
+
+def test_a_crashed_worker_costs_its_point_and_a_new_worker_takes_the_rest(tmp_path, monkeypatch):
+    jobs = []
+
+    class Executor:
+        def submit(self, fn, specs, sweep_dir, owner, limit_s):
+            assert fn is run_points and limit_s == RES.time_min * 60
+            jobs.append(_Job(specs, sweep_dir, crash={"b" * 12}))
+            return jobs[-1]
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+    pts = [_point(c * 12) for c in "abcd"]
+    status = local.run({"g": pts}, tmp_path, max_parallel=1)
+    assert status == {"a" * 12: "ok", "b" * 12: "failed", "c" * 12: "ok", "d" * 12: "ok"}
+    assert [j.ran for j in jobs] == [["a" * 12], ["c" * 12, "d" * 12]]   # one new worker for the two after it
+    rec = records.read_record(records.record_path(tmp_path / "points", "b" * 12))
+    assert rec["status"] == "failed" and "Segmentation fault" in rec["error"]["message"]
+    assert "worker process ended without writing a record" in rec["error"]["message"]
+
+
+METRICS = None   # the workload below declares no metrics
+
+
+def run(cfg, ctx):
+    """A workload for the next test: its points take `workload.seconds`, in small steps (as real work is)."""
+    ctx.cache["runs"] = ctx.cache.get("runs", 0) + 1
+    end = time.monotonic() + cfg["workload"]["seconds"]
+    while time.monotonic() < end:
+        time.sleep(0.02)
+    return workloads.Result(samples={}, info={"runs_in_this_worker": ctx.cache["runs"]})
+
+
+def test_a_point_past_its_time_limit_is_a_timeout_and_the_worker_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setitem(workloads.WORKLOADS, "sleepy", __name__)
+    monkeypatch.setenv("OMP_NUM_THREADS", str(torch_threads()))   # limit_cpu leaves this test process as it is
+
+    def spec(pid, seconds):
+        cfg = {"workload": {"name": "sleepy", "seconds": seconds}, "hardware": {"device": "cpu", "cards_per_node": 1},
+               "cards": 1, "energy": "none"}
+        return {"point_id": pid, "sweep": "t", "command": "c", "cfg": cfg,
+                "params": {"workload": "sleepy", "cpu_threads_per_rank": None}}
+
+    specs = [spec("a" * 12, 0.0), spec("b" * 12, 30.0), spec("c" * 12, 0.0)]
+    t0 = time.monotonic()
+    assert run_points(specs, str(tmp_path), limit_s=1.0) == ["ok", "timeout", "ok"]
+    assert time.monotonic() - t0 < 20
+    recs = [records.read_record(records.record_path(tmp_path / "points", s["point_id"])) for s in specs]
+    assert [r["status"] for r in recs] == ["ok", "timeout", "ok"]
+    assert "time limit" in recs[1]["error"]["message"]
+    # the worker dropped its cache after the failure: the third point started afresh
+    assert recs[0]["info"]["runs_in_this_worker"] == 1 and recs[2]["info"]["runs_in_this_worker"] == 1
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+# --------------------------------------------------------------------------- end to end
+
+GRID = ["-m", "model=tiny-llama", "cards=1,2", "workload.batch_size=1,2", "workload.shape=8x4",
+        "workload.noise.max_repeats=3", "sweep.report=false"]
+TIMINGS = {"start_time", "end_time", "finish_time", "duration_s", "hostname", "job_id"}
+
+
+def _sweep(cwd, *args) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *GRID, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [json.loads(p.read_text()) for p in sorted((cwd / "runs/default/points").glob("*/record.json"))]
+
+
+def _shape(value):
+    """The record with every measured number replaced by its type: what must be equal between the two runs."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items() if k not in TIMINGS}
+    if isinstance(value, list):
+        return [_shape(v) for v in value[:1]]
+    return type(value).__name__ if isinstance(value, float) else value
+
+
+@pytest.mark.slow
+def test_shared_workers_write_the_records_one_process_per_point_writes(tmp_path):
+    (tmp_path / "g").mkdir()
+    (tmp_path / "p").mkdir()
+    shared = _sweep(tmp_path / "g")
+    alone = _sweep(tmp_path / "p", "isolation=process")
+    assert [r["point_id"] for r in shared] == [r["point_id"] for r in alone] and len(shared) == 4
+    assert {r["status"] for r in shared + alone} == {"ok"}
+    for s, a in zip(shared, alone):
+        assert s["info"] == a["info"]   # the same model (parameter count), tokens, ranks, pinned cores
+        assert s["command"] == a["command"].replace(" isolation=process", "")
+        assert sorted(s["provenance"]) == sorted(a["provenance"])   # where and when: the same fields
+        assert _shape({**s, "command": 0, "provenance": 0}) == _shape({**a, "command": 0, "provenance": 0})
+
+
+# --------------------------------------------------------------------------- Slurm: several points per array task
+
+def test_slurm_array_tasks_of_several_points_and_their_exact_states(make_cfg, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from jobs import status, submit
+    from jobs.manifest import Manifest
+    from jobs.schedulers import slurm
+
+    sent = []
+
+    def fake(fn, args, r, name, sweep_dir, cluster, dependency=None):
+        sent.append((fn, args, r))
+        return [f"{100 + len(sent)}_{i}" for i in range(len(args))]
+
+    monkeypatch.setattr(slurm, "submit_group", fake)
+    cfg = make_cfg("cluster=localslurm", "cluster.points_per_task=3")
+    base = plan.make_point(cfg, [])
+    pts = [replace(base, point_id=f"{i:012x}") for i in range(7)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster=cfg["cluster"], argv=["x"])
+    assert submit.submit_slurm({"g": pts}, tmp_path, cfg["cluster"], m, entry, report=False,
+                               limits=slurm.Limits(max_array_size=2, max_submit_jobs=None)) == []
+    # 7 points, 3 per task: tasks of 3, 3 and 1; MaxArraySize=2 tasks: two arrays (6 points, then 1)
+    assert [[len(specs) for specs, *_ in args] for fn, args, r in sent] == [[3, 3], [1]]
+    assert all(fn is run_points for fn, _, _ in sent)
+    assert sent[0][2].time_min == 3 * base.resources.time_min and sent[1][2].time_min == base.resources.time_min
+    tasks = {pid: sub["task"] for pid, sub in Manifest.load(tmp_path).latest().items()}
+    assert list(tasks.values()) == ["101_0"] * 3 + ["101_1"] * 3 + ["102_0"]
+    # task 101_0 runs: its first point has its record, the second runs, the third waits behind it
+    first = pts[0].spec()
+    records.write_point_record(records.record_path(tmp_path / "points", first["point_id"]), records.make_record(
+        point=first, status="ok", provenance=records.provenance(start_time=records.now())))
+    running = {"state": "running", "slurm_state": "RUNNING", "exit_code": "", "elapsed": "", "nodes": "n"}
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, Manifest.load(tmp_path),
+                                                          jobs={"101_0": running})}
+    assert [rows[p.point_id]["state"] for p in pts[:3]] == ["ok", "running", "pending"]
+    assert f"behind point {pts[1].point_id}" in rows[pts[2].point_id]["detail"]
