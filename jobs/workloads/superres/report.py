@@ -35,7 +35,7 @@ def published() -> pd.DataFrame:
 
 def _ok(table: pd.DataFrame, phase: str) -> pd.DataFrame:
     if table.empty or any(c not in table for c in ("status", "phase", "cards", TPUT)):
-        return table.iloc[0:0]
+        return pd.DataFrame(columns=["series", "cards", *table.columns.difference(["series", "cards"])])
     ok = table[table["status"].eq("ok") & table["phase"].astype(str).eq(phase)]
     ok = ok[numeric(ok, TPUT).notna()]
     return ok.assign(series=label(ok, [f for f in SERIES if f in ok]).to_numpy(),
