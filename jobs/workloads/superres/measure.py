@@ -43,9 +43,9 @@ class Trainer:
 
             self.htcore = htcore
         torch.manual_seed(cfg["seed"] + 7919 * ctx.rank)   # each rank its own patches and draws
-        self.hr = data.patches(regions, wl["patches"], wl["hr_size"], cfg["seed"] + 7919 * ctx.rank).to(self.dev)
-        self.cond = data.degrade(self.hr, wl["lr_size"])[1]
-        self.x0 = self.target(self.hr, self.cond)
+        hr = data.patches(regions, wl["patches"], wl["hr_size"], cfg["seed"] + 7919 * ctx.rank)
+        self.cond = data.degrade(hr, wl["lr_size"])[1].to(self.dev)   # resized on the host, once
+        self.x0 = self.target(hr.to(self.dev), self.cond)
 
     def target(self, hr, cond):
         """What is diffused: the image, or (residual) its difference from the bicubic upsampling."""
@@ -63,21 +63,21 @@ class Trainer:
         total = torch.zeros((), device=self.dev)
         b, T = self.wl["batch_size"], self.wl["diffusion_steps"]
         for _ in range(n):
-            idx = torch.randint(0, len(self.hr), (b,), device=self.dev)
-            hr, cond = self.x0[idx], self.cond[idx]
-            noise_ = torch.randn_like(hr)
+            idx = torch.randint(0, len(self.x0), (b,), device=self.dev)
+            x0, cond = self.x0[idx], self.cond[idx]
+            noise_ = torch.randn_like(x0)
             t = torch.randint(0, T, (b,), device=self.dev)
-            loss = sr3.loss_on(self.net, self.sched, hr, cond, noise_, t, self.amp)
+            loss = sr3.loss_on(self.net, self.sched, x0, cond, noise_, t, self.amp)
             self.opt.zero_grad(set_to_none=True)
             self.scaler.scale(loss).backward()
-            self._mark()
+            self.mark()
             self.scaler.step(self.opt)
             self.scaler.update()
-            self._mark()
+            self.mark()
             total += loss.detach()
         return float(total)
 
-    def _mark(self) -> None:
+    def mark(self) -> None:
         if self.lazy:   # Gaudi lazy mode: run the graph accumulated so far
             self.htcore.mark_step()
 
@@ -113,8 +113,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     val_hr = data.patches(val_regions, n_val * (1 if train else ctx.world_size), wl["hr_size"], VAL_SEED)
     if not train:
         val_hr = val_hr[ctx.rank * work:(ctx.rank + 1) * work]
+    val_cond = data.degrade(val_hr, wl["lr_size"])[1].to(trainer.dev)
     val_hr = val_hr.to(trainer.dev)
-    val_cond = data.degrade(val_hr, wl["lr_size"])[1]
     info: dict[str, Any] = {"unet_params": trainer.params, "images_in_data": len(train_regions),
                             "per_card": work, "val_loss_before": trainer.val_loss(val_hr, val_cond)}
     if not train and wl["fit_steps"]:
@@ -129,7 +129,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         import torch
 
         gen = torch.Generator().manual_seed(cfg["seed"] + 7919 * ctx.rank + i)
-        x = sr3.sample(trainer.unet, sampler, val_cond, wl["sample_steps"], trainer.amp, gen)
+        x = sr3.sample(trainer.unet, sampler, val_cond, wl["sample_steps"], trainer.amp, gen,
+                       after_step=trainer.mark if trainer.lazy else None)
         return None, trainer.image(x, val_cond)
 
     for i in range(wl["warmup"]):

@@ -68,8 +68,10 @@ def loss_on(unet, sched, hr, cond, noise, t, amp):
     return F.mse_loss(pred.float(), target(sched, hr, noise, t))
 
 
-def sample(unet, sched, cond, steps: int, amp, generator=None):
-    """Super-resolve: from Gaussian noise to an image in [-1, 1], `steps` denoising steps conditioned on `cond`."""
+def sample(unet, sched, cond, steps: int, amp, generator=None, after_step=None):
+    """Super-resolve: from Gaussian noise to an image in [-1, 1], `steps` denoising steps conditioned on `cond`.
+
+    after_step: called after each denoising step (Gaudi lazy mode: mark_step)."""
     import torch
 
     sched.set_timesteps(steps)
@@ -79,4 +81,6 @@ def sample(unet, sched, cond, steps: int, amp, generator=None):
             with amp:
                 out = unet(torch.cat([x, cond], dim=1), t.to(cond.device)).sample
             x = sched.step(out.float(), t, x, generator=generator).prev_sample
+            if after_step is not None:
+                after_step()
     return x.clamp(-1, 1)
