@@ -1,7 +1,7 @@
 """The super-resolution workload's metrics: declarations (METRICS) and the computation of one timed repeat."""
 from __future__ import annotations
 
-from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
+from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 
 METRICS = MetricSet(
     workload="superres",
@@ -38,11 +38,8 @@ METRICS = MetricSet(
                label="PSNR bicubic"),
         Metric("ssim_bicubic", "", "phase=sample: SSIM of bicubic upsampling (the baseline)", HIGHER,
                repeat=PER_POINT, cross_hardware=False, label="SSIM bicubic"),
-        Metric("peak_mem_gb", "GB", "peak memory of the measured runs: device allocator peak on accelerators, "
-                                    "peak resident set size of the process on the CPU (largest over cards)", LOWER,
-               repeat=PER_POINT, label="peak memory"),
-        Metric("energy_j", "J", "energy over the measured window only, summed over all devices of the job", LOWER,
-               repeat=PER_POINT, label="energy"),
+        PEAK_MEM,
+        ENERGY,
         Metric("images_per_j", "images/J", "images (trained or super-resolved) / energy_j", HIGHER, repeat=PER_POINT,
                label="images per joule"),
     ),
