@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis import references
-from jobs import energy, experiment, plan, records
+from jobs import experiment, plan, records
 from jobs.workloads import superres
 from jobs.workloads.superres import data, metrics
 
@@ -208,65 +208,64 @@ def test_report_page_shows_the_published_curves(tmp_path):
 
 # --------------------------------------------------------------------------- real CPU runs (slow)
 
-@pytest.fixture
-def ctx():
-    from jobs.devices import setup_device
-    from jobs.point import Context
-
-    return Context(device=setup_device("cpu", 0, 1), rank=0, world_size=1, local_rank=0, meter=energy.NoneMeter())
-
-
-@pytest.mark.slow
-def test_sampling_after_short_training_beats_bicubic(make_cfg, ctx):
-    cfg = make_cfg("workload=superres", "workload.phase=sample", *TINY, "workload.fit_steps=150",
-                   "workload.batch_size=8", "workload.images=8", "workload.repeats=1", "workload.warmup=0",
-                   "workload.noise.target=null")
-    res = superres.run(cfg, ctx)
-    assert res.status == "ok"
-    s = res.samples
-    assert s["psnr_db"][0] > s["psnr_bicubic_db"][0], s
-    assert 0 < s["ssim"][0] <= 1 and s["images_per_s"][0] > 0 and s["s_per_image"][0] > 0
+def _sweep(cwd: Path, *overrides: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "workload=superres", *TINY, *overrides,
+                           "workload.warmup=1", "workload.noise.target=null", "sweep.name=sr"],
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
-def train_sweep(tmp_path_factory):
-    """One real sweep: training on 1 and 2 CPU cards (gloo DDP), strong scaling, SR3's epsilon prediction."""
+def sweep(tmp_path_factory):
+    """Two real sweeps into one sweep directory: training on 1 and 2 CPU cards (gloo DDP), strong scaling, with
+    SR3's epsilon prediction; then sampling on one card after 150 untimed training steps (residual, the default)."""
     tmp = tmp_path_factory.mktemp("superres")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "workload=superres", "cards=1,2", *TINY,
-                           "workload.steps=4", "workload.repeats=2", "workload.warmup=1", "workload.noise.target=null",
-                           "workload.prediction=epsilon", "workload.residual=false", "sweep.name=sr"],
-                          cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    _sweep(tmp, "cards=1,2", "workload.steps=4", "workload.repeats=2", "workload.prediction=epsilon",
+           "workload.residual=false")
+    _sweep(tmp, "workload.phase=sample", "workload.fit_steps=150", "workload.batch_size=8", "workload.images=8",
+           "workload.repeats=1")
     recs = [json.loads(p.read_text()) for p in sorted((tmp / "runs" / "sr" / "points").glob("*/record.json"))]
-    return tmp / "runs" / "sr", {r["params"]["cards"]: r for r in recs}
+    return tmp / "runs" / "sr", {(r["params"]["phase"], r["params"]["cards"]): r for r in recs}
 
 
 @pytest.mark.slow
-def test_training_records_complete_and_loss_goes_down(train_sweep):
-    _, recs = train_sweep
-    assert sorted(recs) == [1, 2]
+def test_sampling_after_short_training_beats_bicubic(sweep):
+    _, recs = sweep
+    m = recs[("sample", 1)]["metrics"]
+    assert m["psnr_db"]["median"] > m["psnr_bicubic_db"]["median"], m
+    assert 0 < m["ssim"]["median"] <= 1 and m["images_per_s"]["median"] > 0 and m["s_per_image"]["median"] > 0
+
+
+@pytest.mark.slow
+def test_records_complete_and_training_loss_goes_down(sweep):
+    _, recs = sweep
+    assert sorted(recs) == [("sample", 1), ("train", 1), ("train", 2)]
     for rec in recs.values():
         records.validate(rec)
         assert rec["status"] == "ok" and rec["params"]["workload"] == "superres"
+    for rec in (recs[("train", 1)], recs[("train", 2)]):
         for name in ("images_per_s", "step_time_s", "train_minutes", "loss", "peak_mem_gb"):
             assert rec["metrics"][name]["n"] >= 1, name
-        # the same fixed validation batch, timesteps and noise, before and after 12 (8 per card) Adam steps
+        # the same fixed validation batch, timesteps and noise, before and after the warm-up and timed Adam steps
         assert rec["info"]["val_loss_after"] < rec["info"]["val_loss_before"]
-    assert recs[2]["info"]["ranks"] == 2
+    assert recs[("train", 2)]["info"]["ranks"] == 2
 
 
 @pytest.mark.slow
-def test_strong_scaling_processes_the_same_samples(train_sweep):
-    _, recs = train_sweep
-    assert recs[1]["info"]["images_per_repeat"] == recs[2]["info"]["images_per_repeat"] == 4 * 4
-    assert (recs[1]["info"]["per_card"], recs[2]["info"]["per_card"]) == (4, 2)
+def test_strong_scaling_processes_the_same_samples(sweep):
+    _, recs = sweep
+    one, two = recs[("train", 1)]["info"], recs[("train", 2)]["info"]
+    assert one["images_per_repeat"] == two["images_per_repeat"] == 4 * 4   # steps x batch_size
+    assert (one["per_card"], two["per_card"]) == (4, 2)
 
 
 @pytest.mark.slow
-def test_sweep_report_has_the_superres_page(train_sweep):
-    sweep_dir, _ = train_sweep
+def test_sweep_report_has_the_superres_page(sweep):
+    sweep_dir, _ = sweep
     table = pd.read_parquet(sweep_dir / "results.parquet")
-    assert table["scaling_efficiency"].notna().sum() == 2   # 1 card against itself, 2 cards against it
+    train = table[table["phase"].eq("train")]
+    assert train["scaling_efficiency"].notna().sum() == 2   # 1 card against itself, 2 cards against it
     page = (sweep_dir / "site" / "superres.html").read_text()
     assert 'id="sr-minutes"' in page and "published (PEARC 2026)" in page and "cpu · tiny-sr3" in page
+    assert "<td>yes</td>" in page   # the quality table: the sample point beats bicubic
