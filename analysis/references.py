@@ -1,4 +1,4 @@
-"""Published reference figures (LLM-Inference-Bench) mapped onto accelsweep's table columns.
+"""Published reference figures (LLM-Inference-Bench; PEARC 2026 SR3) mapped onto accelsweep's table columns.
 
 The data are tidy CSV copies in ``analysis/published/`` (see its README.md; BSD 3-Clause,
 Copyright (c) 2024, UChicago Argonne, LLC, licence text in LICENSE-llm-inference-bench.txt), shipped as
@@ -134,8 +134,11 @@ def matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
 
 
 def _key(r: tuple) -> tuple:
-    hw, model, shape, batch, cards = r
-    return str(hw).lower(), str(model), str(shape), int(batch), int(cards)
+    """One configuration, comparable between measured and published rows: hardware in lower case, whole numbers
+    as int (a study's keys start with hardware)."""
+    hw, *rest = r
+    return (str(hw).lower(), *(int(v) if isinstance(v, (int, float)) and float(v).is_integer() else str(v)
+                               for v in rest))
 
 
 # --------------------------------------------------------------------------- studies (hydra_conf/experiment/)
@@ -154,6 +157,69 @@ class Study:
     notes: dict[str, str] = field(default_factory=dict)         # metric -> how the published figure was taken
 
 
+# --------------------------------------------------------------------------- PEARC 2026: SR3 training minutes
+
+SR3_MINUTES = "pearc26_sr3_training_minutes.csv"
+PEARC26_ATTRIBUTION = ("Published figures: Nanda et al., PEARC 2026 (amitashnanda/Voyager_Gaudi_Benchmarks), "
+                       "MIT, © 2026 Amitash Nanda")
+# The paper's SR3 setting, in accelsweep's columns: what a measured point must share to be compared with it.
+SR3_SETTING = {"workload": "superres", "model": "sr3", "phase": "train", "scaling": "strong", "resolution": "64→256",
+               "lr_size": 64, "hr_size": 256, "batch_size": 4}
+SR3_KEYS = ("hardware", "model", "resolution", "batch_size", "cards")
+SR3_METRICS = ("images_per_s", "train_minutes", "scaling_efficiency", "speedup_vs_previous")
+
+
+def hardware_previous() -> dict[str, str | None]:
+    """hardware -> its previous generation, from the shipped hardware files."""
+    import yaml
+
+    files = (Path(__file__).resolve().parents[1] / "hydra_conf" / "hardware").glob("*.yaml")
+    return {f.stem: yaml.safe_load(f.read_text()).get("previous") for f in files}
+
+
+def load_sr3(directory: Path | str = REFERENCES) -> pd.DataFrame:
+    """The paper's SR3 training minutes as accelsweep rows: images_per_s = total samples / (minutes x 60);
+    train_minutes as published; scaling efficiency and generation speedup computed by analysis.derived, the same
+    code as for measured points (from the throughput, so the 158,720 samples at 64 Gaudi1 cards count right)."""
+    from analysis.derived import add_derived
+
+    path = Path(directory) / SR3_MINUTES
+    cols = [*SR3_KEYS, "engine", *SR3_METRICS, "total_samples", "source", "published"]
+    if not path.is_file():
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    src = pd.read_csv(path)
+    rows = pd.DataFrame({**SR3_SETTING, "hardware": src["hardware"].astype(str), "cards": src["devices"].astype(int),
+                         "engine": "SR3 PyTorch DDP (" + src["system"].astype(str) + ")",
+                         "train_minutes": src["minutes"].astype(float),
+                         "total_samples": src["total_samples"].astype(int)})
+    rows["images_per_s"] = rows["total_samples"] / (rows["train_minutes"] * 60)
+    rows["hardware_previous"] = rows["hardware"].map(hardware_previous())
+    rows = rows.assign(status="ok", model_init="published", precision="published", seed=0, device_override=None)
+    out = add_derived(rows)
+    out["source"], out["published"] = "PEARC 2026 SR3 (published minutes)", True
+    return out[cols].reset_index(drop=True)
+
+
+def sr3_measured(measured: pd.DataFrame) -> pd.DataFrame:
+    """Ok measured points in the paper's SR3 setting (model sr3, 64→256, batch 4, strong-scaling training)."""
+    need = [*SR3_KEYS, "status", "workload", "phase", "scaling"]
+    if measured is None or any(k not in measured for k in need):
+        return pd.DataFrame(columns=need)
+    m = measured[measured["status"].astype(str).eq("ok")]
+    for key in ("workload", "model", "phase", "scaling", "resolution"):
+        m = m[m[key].astype(str).eq(str(SR3_SETTING[key]))]
+    return m[pd.to_numeric(m["batch_size"], errors="coerce").eq(SR3_SETTING["batch_size"])].dropna(subset=list(SR3_KEYS))
+
+
+def sr3_matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """Published SR3 rows with the hardware and card count of a measured point in the paper's setting."""
+    m = sr3_measured(measured)
+    if m.empty or published is None or published.empty:
+        return published.iloc[0:0] if published is not None else published
+    keys = {_key(r) for r in m[list(SR3_KEYS)].itertuples(index=False)}
+    return published[[_key(r) in keys for r in published[list(SR3_KEYS)].itertuples(index=False)]]
+
+
 def _comparable(measured: pd.DataFrame) -> pd.DataFrame:
     if any(k not in measured for k in ("status", "precision", *MATCH_KEYS)):
         return measured.iloc[0:0]
@@ -170,6 +236,14 @@ STUDIES: dict[str, Study] = {
                "ttft_s": "published: separate runs with 1 output token at 1024/1024, batch 16",
                "tok_per_j": "published: input + output tokens, power of GPU 0 only on NVIDIA; not the same "
                             "quantity as accelsweep's generated tokens over all devices"}),
+    "pearc26-sr3": Study(
+        name="pearc26-sr3", title="PEARC 2026: SR3 super-resolution training", attribution=PEARC26_ATTRIBUTION,
+        load=load_sr3, match=sr3_matching, measured=sr3_measured, keys=SR3_KEYS,
+        notes={"images_per_s": "published: 160,000 training samples (158,720 on 64 Gaudi1 cards) / training minutes",
+               "train_minutes": "published: wall minutes of the whole training; measured: projected from the "
+                                "timed steps (budget_samples / images_per_s)",
+               "scaling_efficiency": "T(1) / (N x T(N)) from the throughput, the same code for both",
+               "speedup_vs_previous": "throughput / previous generation's, same card count, the same code for both"}),
 }
 
 

@@ -78,6 +78,13 @@ class MetricSet:
         return self.get(self.throughput)
 
 
+# Declared alike by every workload that measures memory and energy (one definition, shared).
+PEAK_MEM = Metric("peak_mem_gb", "GB", "peak memory of the measured runs: device allocator peak on accelerators, "
+                                       "peak resident set size of the process on the CPU (largest over cards)", LOWER,
+                  repeat=PER_POINT, label="peak memory")
+ENERGY = Metric("energy_j", "J", "energy over the measured window only, summed over all devices of the job", LOWER,
+                repeat=PER_POINT, label="energy")
+
 SCALING_EFFICIENCY, SPEEDUP = "scaling_efficiency", "speedup_vs_previous"
 # Metrics that compare points; analysis.derived computes them from each workload's main throughput.
 DERIVED: tuple[Metric, ...] = (

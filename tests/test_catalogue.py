@@ -14,7 +14,7 @@ def test_catalogue_is_complete():
     assert {p.stem for p in HARDWARE} == {"cpu", "v100", "a100", "h100", "h200", "gh200", "mi250", "mi300x",
                                          "gaudi1", "gaudi2", "gaudi3"}
     assert {"tiny-llama", "tiny-mistral", "llama-2-7b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
-            "tinyllama-1.1b"} == {p.stem for p in MODELS}
+            "tinyllama-1.1b", "tiny-sr3", "sr3"} == {p.stem for p in MODELS}
     assert PRECISIONS == {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mixed"}
 
 
@@ -51,7 +51,12 @@ def test_model_builds_on_meta_device(path):
     m = yaml.safe_load(path.read_text())
     assert m["name"] == path.stem
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(hf_config(m))
+        if m["family"] == "sr3":   # a diffusers U-Net (workload=superres), not a causal LM
+            from jobs.workloads.superres.sr3 import build_unet
+
+            model = build_unet(m, 256, seed=0)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(hf_config(m))
     n = sum(p.numel() for p in model.parameters())
     if m["params_b"]:
         assert n / 1e9 == pytest.approx(m["params_b"], rel=0.02)

@@ -1,7 +1,7 @@
 """The inference workload's metrics: declarations (METRICS) and the computation of one timed repeat."""
 from __future__ import annotations
 
-from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
+from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 
 METRICS = MetricSet(
     workload="inference",
@@ -28,11 +28,8 @@ METRICS = MetricSet(
         Metric("prefill_tok_s", "tokens/s", "prompt tokens / ttft_s", HIGHER, label="prefill throughput"),
         Metric("decode_tok_s", "tokens/s", "tokens generated after the first / (latency_s - ttft_s)", HIGHER,
                label="decode throughput"),
-        Metric("peak_mem_gb", "GB", "peak memory of the measured runs: device allocator peak on accelerators, "
-                                    "peak resident set size of the process on the CPU (largest over cards)", LOWER,
-               repeat=PER_POINT, label="peak memory"),
-        Metric("energy_j", "J", "energy over the measured window only, summed over all devices of the job", LOWER,
-               repeat=PER_POINT, label="energy"),
+        PEAK_MEM,
+        ENERGY,
         Metric("tok_per_j", "tokens/J", "generated tokens / energy_j", HIGHER, repeat=PER_POINT,
                label="tokens per joule"),
         Metric("decode_bw_fraction", "fraction",
