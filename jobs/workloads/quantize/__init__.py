@@ -225,7 +225,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                       info={"sensitivity_map": json.dumps(smap), "perplexity_fp": base["perplexity"]})
 
     stored, fp32 = fakequant.model_bits(model, us, chosen, g)
-    info: dict[str, Any] = {**facts, "method": method(wl), "units": len(us), "weights_quantized": sum(prob.numel),
+    info: dict[str, Any] = {**facts, "units": len(us), "weights_quantized": sum(prob.numel),
                             "parameters": sum(p.numel() for p in model.parameters()),
                             "sensitivity_map": json.dumps(smap), "assignment": json.dumps(chosen),
                             "predicted_ppl_increase": prob.predicted(chosen),
