@@ -158,6 +158,31 @@ def test_preset_follows_the_schema(make_cfg):
         assert config_schema.check(cfg) == [] and quantize.check(cfg) == []
 
 
+def test_real_kernels_where_the_device_has_them(make_cfg):
+    from jobs.workloads.quantize import kernels
+
+    assert "has no quantized kernels on device cpu" in problems(make_cfg, "workload.apply=real",
+                                                                 "workload.backend=bitsandbytes")[0]
+    assert kernels.choose("inc", "cpu")[0] is None
+    assert problems(make_cfg, "workload.apply=real") == []   # auto: falls back to fake, and the record says so
+
+
+def test_torchao_int8_holds_int8_bytes_and_the_rest_stays_fake():
+    import torch
+
+    pytest.importorskip("torchao")
+    from jobs.workloads.quantize import kernels
+
+    model = torch.nn.Module()
+    model.a, model.b = torch.nn.Linear(128, 256), torch.nn.Linear(256, 128)
+    us = {"A": fakequant.Unit("A", (("a", model.a),)), "B": fakequant.Unit("B", (("b", model.b),))}
+    q, facts = kernels.apply(model, {"A": 8, "B": 4}, us, "torchao", "cpu", 128)
+    assert facts["applied"] == "real:torchao" and facts["real_units"] == 1 and "fake-quantized" in facts["apply_note"]
+    assert kernels.model_bytes(q) < kernels.model_bytes(model) - 128 * 256 * 2   # int8 codes, not fp32
+    x = torch.randn(2, 128)
+    assert torch.allclose(q.a(x), model.a(x), atol=0.05)
+
+
 # --------------------------------------------------------------------------- report
 
 def test_pareto_front_and_paper_points():

@@ -191,8 +191,9 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     base = scorer.score()
     bits, g = sorted(set(wl["bits"]), reverse=True), wl["group_size"]
     us = fakequant.units(model, wl["granularity"])
-    smap = (sensitivity.measured(scorer, us, bits, base, g) if wl["sensitivity"] == "measured"
-            else sensitivity.prune(scorer, us, bits, base, wl["prune_amount"]))
+    smap, reused = sensitivity.cached(facts.get("weights_cache"), wl, lambda: (
+        sensitivity.measured(scorer, us, bits, base, g) if wl["sensitivity"] == "measured"
+        else sensitivity.prune(scorer, us, bits, base, wl["prune_amount"])), write=ctx.rank == 0)
     prob = assignment.Problem(units=[u.name for u in us], numel=[u.numel for u in us], bits=bits,
                               stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=smap["cost"])
     labels = None
@@ -229,7 +230,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                             "parameters": sum(p.numel() for p in model.parameters()),
                             "sensitivity_map": json.dumps(smap), "assignment": json.dumps(chosen),
                             "predicted_ppl_increase": prob.predicted(chosen),
-                            "eval_tokens_scored": scorer.tokens, "policy": "embeddings and head fp16, norms fp32"}
+                            "eval_tokens_scored": scorer.tokens,
+                            "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32"}
     if labels is not None:
         info["clusters"] = json.dumps(dict(zip(prob.units, labels)))
     for b in bits:
@@ -246,7 +248,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         scorer.model = target_model
         final = scorer.score()
         samples = _timed(scorer, seqs, wl, ctx)
-        memory = sum(t.numel() * t.element_size() for t in [*target_model.parameters(), *target_model.buffers()])
+        memory = kernels.model_bytes(target_model)
     peak = ctx.gather(ctx.device.peak_memory_bytes())
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],

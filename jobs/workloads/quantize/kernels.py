@@ -19,7 +19,7 @@ SUPPORT: dict[str, dict[str, tuple[int, ...]]] = {
     "inc": {"hpu": (8,)},
 }
 MODULE = {"torchao": "torchao", "bitsandbytes": "bitsandbytes", "inc": "neural_compressor"}
-EXTRA = {"torchao": "pip install 'accelsweep[quantize]' (torchao)", "bitsandbytes": "pip install bitsandbytes",
+EXTRA = {"torchao": "pip install 'accelsweep[quantize-kernels]'", "bitsandbytes": "pip install bitsandbytes",
          "inc": "pip install 'accelsweep[gaudi]' neural-compressor"}
 
 
@@ -68,3 +68,16 @@ def _torchao(model, by_bits: dict[int, set[str]], group_size: int) -> None:
     for bits, names in by_bits.items():
         if names:
             quantize_(model, configs[bits](), filter_fn=lambda m, fqn, names=names: fqn in names)
+
+
+def nbytes(t) -> int:
+    """Bytes a tensor holds: a quantized tensor subclass (torchao) counts its inner tensors (codes, scales), not
+    the float size it reports."""
+    if hasattr(t, "__tensor_flatten__"):
+        names, _ = t.__tensor_flatten__()
+        return sum(nbytes(getattr(t, n)) for n in names)
+    return t.numel() * t.element_size()
+
+
+def model_bytes(model) -> int:
+    return sum(nbytes(t) for t in [*model.parameters(), *model.buffers()])

@@ -8,9 +8,35 @@ noise power of a b-bit uniform quantizer scales, 4^-b, relative to the lowest ca
 """
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
 
 from .fakequant import Unit, applied
+
+# The settings a map depends on (besides the model); scoring is deterministic, so a map measured once is reused.
+MAP_KEYS = ("sensitivity", "granularity", "bits", "group_size", "prune_amount", "eval")
+
+
+def cached(model_dir: str | None, wl: dict[str, Any], measure: Callable[[], dict[str, Any]], *,
+           write: bool) -> tuple[dict[str, Any], bool]:
+    """(map, whether it was reused). For the embedded model the map is kept beside its cached checkpoint, keyed
+    by MAP_KEYS, so the points of a sweep over targets and methods measure it once; a checkpoint given by path
+    is measured every time (its files may change under the same path)."""
+    if not model_dir:
+        return measure(), False
+    key = hashlib.sha256(json.dumps({k: wl[k] for k in MAP_KEYS}, sort_keys=True).encode()).hexdigest()[:12]
+    path = Path(model_dir) / f"sensitivity-{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text()), True
+    smap = measure()
+    if write:
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(smap))
+        tmp.replace(path)
+    return smap, False
 
 
 def measured(evaluator, us: list[Unit], bits: list[int], base: dict[str, float], group_size: int) -> dict[str, Any]:
