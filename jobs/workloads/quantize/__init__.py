@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import noise
-from jobs.config_schema import Bool, Int, Key, Num, Str
+from jobs.config_schema import Int, Key, Num, Str
 from jobs.workloads import Result
 
 from . import assign as assignment

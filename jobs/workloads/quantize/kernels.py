@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-from typing import Any
 
 # backend -> device kind -> widths it runs for real
 SUPPORT: dict[str, dict[str, tuple[int, ...]]] = {
