@@ -281,3 +281,26 @@ def compare_study(measured: pd.DataFrame, study: Study, metrics: list[str]) -> p
     out = pd.concat(parts, ignore_index=True)
     out["ratio"] = out["measured"] / out["published"]
     return out[cols].sort_values([*keys, "engine", "metric"], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- PEARC 2026 PMPQ quantization
+
+PMPQ = "pearc26_pmpq_quantization.csv"
+PMPQ_ATTRIBUTION = ("Published figures: Nanda et al., PEARC 2026 (amitashnanda/Voyager_Gaudi_Benchmarks), "
+                    "MIT, © 2026 Amitash Nanda")
+
+
+def load_pmpq(directory: Path | str = REFERENCES) -> pd.DataFrame:
+    """The paper's WikiText perplexity and compression per variant and hardware (one row each), with
+    `ppl_increase_pct` over its own FP32 baseline; empty if the file is missing."""
+    path = Path(directory) / PMPQ
+    cols = ["variant", "variant_label", "hardware", "perplexity", "compression_x", "ppl_increase_pct"]
+    if not path.is_file():
+        return pd.DataFrame(columns=cols)
+    src = pd.read_csv(path)
+    src = src[src["dataset"].eq("WikiText") & src["metric"].isin(["perplexity", "compression_ratio_x"])]
+    wide = src.pivot_table(index=["variant", "variant_label", "hardware"], columns="metric", values="value",
+                           aggfunc="first").reset_index().rename(columns={"compression_ratio_x": "compression_x"})
+    base = wide[wide["variant"].eq("fp32")].set_index("hardware")["perplexity"]
+    wide["ppl_increase_pct"] = 100 * (wide["perplexity"] / wide["hardware"].map(base) - 1)
+    return wide[cols]

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from jobs.metrics import MetricSet
 
 WORKLOADS = {"inference": "jobs.workloads.inference",
-             "superres": "jobs.workloads.superres"}
+             "superres": "jobs.workloads.superres",
+             "quantize": "jobs.workloads.quantize"}
 
 
 @dataclass

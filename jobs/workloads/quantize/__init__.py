@@ -1,0 +1,278 @@
+"""Mixed-precision quantization from a measured per-layer sensitivity map (after PEARC 2026's PMPQ, done better).
+
+One point: load a model with real weights (the embedded model, trained on first use, or a checkpoint by path),
+score it on held-out text, measure a sensitivity map (each unit quantized alone to each candidate precision, or
+the paper's pruning proxy), choose a precision per unit for the target (k-means as in the paper, or the budgeted
+optimiser), apply it (fake quantization; real kernels where the device has them) and measure perplexity, KL,
+compression and scoring throughput. With cards=N every rank scores its share of the held-out windows.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from jobs import noise
+from jobs.config_schema import Int, Key, Num, Str
+from jobs.workloads import Result
+
+from . import assign as assignment
+from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+
+SENSITIVITY = ("measured", "prune")
+GRANULARITY = ("layer", "linear")
+ASSIGN = ("budgeted", "kmeans")
+TARGETS = ("compression", "bits", "perplexity")
+APPLY = ("fake", "real")
+BACKENDS = ("auto", "torchao", "bitsandbytes", "inc")
+BITS = (2, 3, 4, 5, 6, 7, 8, 16)   # integer widths (fake quantization) and fp16
+_BITS = Key("list", items=Int(min=2, max=16))
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "name": Str(), "sensitivity": Str(choices=SENSITIVITY), "granularity": Str(choices=GRANULARITY),
+    "assign": Str(choices=ASSIGN), "clusters": Int(min=1), "cluster_bits": Key("list", null=True, items=Int(2, 16)),
+    "bits": _BITS, "target_kind": Str(choices=TARGETS), "target": Num(min=0, null=True), "group_size": Int(min=1),
+    "prune_amount": Num(min=0.01, max=0.99), "apply": Str(choices=APPLY), "backend": Str(choices=BACKENDS),
+    "eval": {"text": Str(null=True), "seq_len": Int(min=2), "max_tokens": Int(min=2), "batch_size": Int(min=1)},
+    "train": {"steps": Int(min=1), "batch_size": Int(min=1), "seq_len": Int(min=2), "lr": Num(min=0),
+              "cache_dir": Str(null=True)},
+    "warmup": Int(min=0), "repeats": Int(min=1),
+    "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
+              "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
+}
+
+
+def tasks(cfg: dict[str, Any]) -> str:
+    return "per_card"
+
+
+def identity(cfg: dict[str, Any]) -> dict[str, Any]:
+    """What identifies a point: options of methods not chosen, and where the model is cached, do not."""
+    wl = dict(cfg["workload"])
+    wl["noise"] = noise.identity(wl.get("noise"))
+    drop = {"noise"} if not wl["noise"] else set()
+    drop |= {"clusters", "cluster_bits"} if wl["assign"] != "kmeans" else set()
+    drop |= {"prune_amount"} if wl["sensitivity"] != "prune" else set()
+    drop |= {"backend"} if wl["apply"] != "real" else set()
+    if cfg["model"]["init"] == "random":
+        wl["train"] = {k: v for k, v in wl["train"].items() if k != "cache_dir"}
+    else:
+        drop.add("train")
+    return {k: v for k, v in wl.items() if k not in drop}
+
+
+def method(wl: dict[str, Any]) -> str:
+    """A short name, e.g. "budgeted · measured", "kmeans · prune (PMPQ)"."""
+    name = f"{wl['assign']} · {wl['sensitivity']}"
+    if wl["assign"] == "kmeans" and wl["sensitivity"] == "prune":
+        name += " (PMPQ)"
+    return name + (f" · {','.join(map(str, wl['cluster_bits']))}" if wl["assign"] == "kmeans" and
+                   wl.get("cluster_bits") else "")
+
+
+def params(cfg: dict[str, Any]) -> dict[str, Any]:
+    wl = cfg["workload"]
+    return {"workload": "quantize", "sensitivity": wl["sensitivity"], "granularity": wl["granularity"],
+            "assign": wl["assign"], "method": method(wl), "bits": ",".join(map(str, wl["bits"])),
+            "cluster_bits": ",".join(map(str, wl["cluster_bits"])) if wl.get("cluster_bits") else None,
+            "target_kind": wl["target_kind"], "target": wl["target"], "group_size": wl["group_size"],
+            "apply": wl["apply"], "backend": wl["backend"] if wl["apply"] == "real" else None,
+            "eval_seq_len": wl["eval"]["seq_len"], "eval_tokens": wl["eval"]["max_tokens"],
+            "warmup": wl["warmup"], "repeats": wl["repeats"]}
+
+
+def _shapes(model_config: dict[str, Any]) -> list[tuple[int, int]] | None:
+    """The linear weight shapes [out, in] of one Llama/Mistral decoder block, from the config (plan time)."""
+    if model_config.get("model_type") not in ("llama", "mistral"):
+        return None
+    h, inter = model_config["hidden_size"], model_config["intermediate_size"]
+    heads = model_config["num_attention_heads"]
+    d = model_config.get("head_dim") or h // heads
+    kv = model_config.get("num_key_value_heads") or heads
+    return [(heads * d, h), (kv * d, h), (kv * d, h), (h, heads * d), (inter, h), (inter, h), (h, inter)]
+
+
+def _target_problems(wl: dict[str, Any], model_config: dict[str, Any]) -> list[str]:
+    """The target against the achievable range, where the architecture is known at plan time."""
+    from .fakequant import storage_bits
+
+    shapes = _shapes(model_config)
+    if shapes is None or wl["target"] is None or wl["target_kind"] == "perplexity":
+        return []
+    p = assignment.Problem(units=["block"], numel=[sum(o * i for o, i in shapes)],
+                           bits=sorted(set(wl["bits"]), reverse=True),
+                           stored=[{b: sum(storage_bits(s, b, wl["group_size"]) for s in shapes)
+                                    for b in wl["bits"]}], cost=[[0.0] * len(set(wl["bits"]))])
+    try:
+        (assignment.for_compression if wl["target_kind"] == "compression" else assignment.for_bits)(
+            p, [{"block": p.bits[-1]}], wl["target"])
+    except assignment.TargetError as exc:
+        return [f"workload.target={wl['target']!r}: {exc}"]
+    return []
+
+
+def real_backend(wl: dict[str, Any], device: str) -> tuple[str | None, str | None]:
+    """(backend that runs quantized kernels on `device`, why none) for apply=real."""
+    from . import kernels
+
+    return kernels.choose(wl["backend"], device)
+
+
+def check(cfg: dict[str, Any]) -> list[str]:
+    wl, model = cfg["workload"], cfg["model"]
+    problems = [f"workload.bits={wl['bits']!r}: {b} is not a supported width; allowed: "
+                f"{', '.join(map(str, BITS))}" for b in wl["bits"] if b not in BITS]
+    if not wl["bits"]:
+        problems.append("workload.bits=[] must name at least one precision, e.g. [16,8,4]")
+    if wl["cluster_bits"] is not None:
+        if wl["assign"] != "kmeans":
+            problems.append(f"workload.cluster_bits={wl['cluster_bits']} needs workload.assign=kmeans")
+        problems += [f"workload.cluster_bits={wl['cluster_bits']}: {b} is not in workload.bits={wl['bits']}"
+                     for b in wl["cluster_bits"] if b not in wl["bits"]]
+        if list(wl["cluster_bits"]) != sorted(wl["cluster_bits"], reverse=True):
+            problems.append(f"workload.cluster_bits={wl['cluster_bits']} must be non-increasing (the most "
+                            "sensitive cluster first)")
+    if wl["target"] is None and not (wl["assign"] == "kmeans" and wl["cluster_bits"]):
+        problems.append("workload.target=null needs workload.assign=kmeans with workload.cluster_bits (the "
+                        "paper's fixed widths); otherwise give a target")
+    elif wl["target"] is not None and wl["target_kind"] == "compression" and wl["target"] < 1:
+        problems.append(f"workload.target={wl['target']} is a compression ratio: it must be >= 1")
+    if cfg["precision"]["kind"] != "float" and cfg["precision"]["name"] != "mixed":
+        problems.append(f"precision={cfg['precision']['name']}: workload=quantize chooses the bits per layer "
+                        "itself; use precision=fp32 (the unquantized reference) or precision=mixed")
+    if model["init"] == "random" and model["config"].get("vocab_size", 0) < 256:
+        problems.append(f"model={model['name']}: the embedded model is trained byte-level and needs "
+                        f"vocab_size >= 256 (it has {model['config'].get('vocab_size')}); use model=pydoc-llama")
+    if wl["eval"]["text"] and not Path(wl["eval"]["text"]).is_file():
+        problems.append(f"workload.eval.text={wl['eval']['text']!r} is not a file; give a local text file "
+                        "or null for the embedded held-out text")
+    if importlib.util.find_spec("scipy") is None and wl["assign"] == "kmeans":
+        problems.append("workload.assign=kmeans needs scipy: pip install 'accelsweep[quantize]'")
+    if wl["apply"] == "real":
+        backend, why = real_backend(wl, cfg.get("device_override") or cfg["hardware"]["device"])
+        if backend is None and wl["backend"] != "auto":
+            problems.append(why)
+    if not problems:
+        problems += _target_problems(wl, model["config"] if model["init"] == "random" else {})
+    return problems
+
+
+def _load(cfg: dict[str, Any], ctx):
+    """(model on the device in the compute dtype, facts about its weights)."""
+    import torch
+
+    from jobs.models import build_causal_lm
+
+    dtype = getattr(torch, cfg["precision"]["dtype"])
+    if cfg["model"]["init"] == "pretrained":
+        model, facts = build_causal_lm(cfg["model"], dtype, ctx.device.torch_device, cfg["seed"]), \
+            {"weights": f"pretrained: {cfg['model']['path']}"}
+        return model, facts
+    from . import embedded
+
+    wl = cfg["workload"]
+    if ctx.rank == 0:
+        model, facts = embedded.load_or_train(cfg["model"], wl["train"], cfg["seed"])
+    ctx.barrier()   # rank 0 has trained and cached it
+    if ctx.rank != 0:
+        model, facts = embedded.load_or_train(cfg["model"], wl["train"], cfg["seed"], may_train=False)
+    return model.to(device=ctx.device.torch_device, dtype=dtype), facts
+
+
+def run(cfg: dict[str, Any], ctx) -> Result:
+    from . import corpus, evaluate, fakequant, kernels, sensitivity
+
+    wl, ev = cfg["workload"], cfg["workload"]["eval"]
+    model, facts = _load(cfg, ctx)
+    seqs = corpus.sequences(corpus.held_out_ids(ev, cfg["model"]), ev["seq_len"], ev["max_tokens"])
+    seqs = seqs.to(ctx.device.torch_device)
+    scorer = evaluate.Evaluator(model, seqs, ev["batch_size"], ctx)
+    base = scorer.score()
+    bits, g = sorted(set(wl["bits"]), reverse=True), wl["group_size"]
+    us = fakequant.units(model, wl["granularity"])
+    smap, reused = sensitivity.cached(facts.get("weights_cache"), wl, lambda: (
+        sensitivity.measured(scorer, us, bits, base, g) if wl["sensitivity"] == "measured"
+        else sensitivity.prune(scorer, us, bits, base, wl["prune_amount"])), write=ctx.rank == 0)
+    prob = assignment.Problem(units=[u.name for u in us], numel=[u.numel for u in us], bits=bits,
+                              stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=smap["cost"])
+    labels = None
+    if wl["assign"] == "budgeted":
+        path = assignment.budgeted_path(prob)
+    else:
+        path, labels = assignment.kmeans_path(prob, smap["feature"], wl["clusters"], cfg["seed"], wl["cluster_bits"])
+    by_name = {u.name: u for u in us}
+
+    def score(a: dict[str, int]) -> dict[str, float]:
+        with fakequant.applied(model, {by_name[n]: b for n, b in a.items()}, group_size=g, policy=True):
+            return scorer.score()
+
+    try:
+        if wl["target"] is None:
+            chosen = path[0]
+        elif wl["target_kind"] == "perplexity":   # measured, most compressed first, until one is within budget
+            for chosen in assignment.within_perplexity(prob, path, base["perplexity"], wl["target"]):
+                if score(chosen)["perplexity"] <= wl["target"]:
+                    break
+            else:
+                return Result(samples={}, status="failed", info={"sensitivity_map": json.dumps(smap)},
+                              error=f"no assignment on the {wl['assign']} path is within perplexity "
+                                    f"{wl['target']:g} (unquantized: {base['perplexity']:.4g}); raise the target")
+        else:
+            chosen = (assignment.for_compression if wl["target_kind"] == "compression" else assignment.for_bits)(
+                prob, path, wl["target"])
+    except assignment.TargetError as exc:
+        return Result(samples={}, status="failed", error=str(exc),
+                      info={"sensitivity_map": json.dumps(smap), "perplexity_fp": base["perplexity"]})
+
+    stored, fp32 = fakequant.model_bits(model, us, chosen, g)
+    info: dict[str, Any] = {**facts, "units": len(us), "weights_quantized": sum(prob.numel),
+                            "parameters": sum(p.numel() for p in model.parameters()),
+                            "sensitivity_map": json.dumps(smap), "assignment": json.dumps(chosen),
+                            "predicted_ppl_increase": prob.predicted(chosen),
+                            "eval_tokens_scored": scorer.tokens,
+                            "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32"}
+    if labels is not None:
+        info["clusters"] = json.dumps(dict(zip(prob.units, labels)))
+    for b in bits:
+        info[f"units_at_{b}bit"] = sum(1 for v in chosen.values() if v == b)
+
+    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True):
+        if wl["apply"] == "real":
+            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g)
+            info.update(real_info)
+        else:
+            target_model = model
+            info["applied"] = "fake"
+        scorer.model = target_model
+        final = scorer.score()
+        samples = _timed(scorer, seqs, wl, ctx)
+        memory = kernels.model_bytes(target_model)
+    peak = ctx.gather(ctx.device.peak_memory_bytes())
+    samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
+                   ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
+                   compression_x=[prob.compression(chosen)], avg_bits=[prob.avg_bits(chosen)],
+                   compression_model_x=[fp32 / stored], stored_mb=[stored / 8 / 1e6], memory_mb=[memory / 1e6])
+    if peak is None:   # not rank 0
+        return Result(samples={})
+    if all(p is not None for p in peak):
+        samples["peak_mem_gb"] = [max(peak) / 1e9]
+    return Result(samples=samples, info=info)
+
+
+def _timed(scorer, seqs, wl: dict[str, Any], ctx) -> dict[str, list[float]]:
+    """eval_tok_s per timed repeat: every rank's tokens / the slowest rank's forward time (jobs.noise decides how
+    many repeats)."""
+    batch = scorer.seqs[: wl["eval"]["batch_size"]]
+    for _ in range(wl["warmup"]):
+        scorer.time_forward(batch)
+    ctx.device.reset_peak_memory()
+    stopper, values, stop = noise.Stopper(noise.Settings.of(wl)), [], False
+    while not stop:
+        ranks = ctx.gather((batch.numel(), scorer.time_forward(batch)))
+        if ranks is not None:
+            values.append(sum(n for n, _ in ranks) / max(t for _, t in ranks))
+            stop = stopper.add(values[-1])
+        stop = ctx.broadcast(stop)
+    return {"eval_tok_s": values}

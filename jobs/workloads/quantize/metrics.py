@@ -1,0 +1,48 @@
+"""The quantization workload's metrics (what analysis/ and report/ read)."""
+from __future__ import annotations
+
+from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
+from jobs.workloads.inference.metrics import METRICS as INFERENCE
+
+METRICS = MetricSet(
+    workload="quantize",
+    throughput="eval_tok_s",
+    work="tokens",
+    keys=("sensitivity", "granularity", "assign", "target_kind", "target", "bits", "cluster_bits", "group_size",
+          "apply", "eval_seq_len", "eval_tokens"),
+    labels=("method", "target"),
+    varied=("apply", "granularity"),
+    overview=("perplexity", "compression_x", "kl"),
+    metrics=(
+        Metric("eval_tok_s", "tokens/s", "tokens scored per second by a forward pass of the quantized model over "
+                                         "one batch of held-out windows (batch x seq_len / time; all ranks' tokens "
+                                         "/ slowest rank). Fake quantization computes in float: its speed is that "
+                                         "of the unquantized model", HIGHER, label="scoring throughput"),
+        Metric("perplexity", "", "exp(mean negative log-likelihood of the next token) over the held-out windows, "
+                                 "quantized model (byte-level for the embedded model: not comparable with a "
+                                 "word-piece perplexity)", LOWER, repeat=PER_POINT, cross_hardware=False),
+        Metric("perplexity_fp", "", "the same perplexity of the unquantized (fp32) model", LOWER, repeat=PER_POINT,
+               cross_hardware=False, label="unquantized perplexity"),
+        Metric("ppl_increase_pct", "%", "100 x (perplexity / perplexity_fp - 1)", LOWER, repeat=PER_POINT,
+               cross_hardware=False, label="perplexity increase"),
+        Metric("kl", "nats/token", "mean KL(unquantized || quantized) of the next-token distributions over the "
+                                   "held-out windows", LOWER, repeat=PER_POINT, cross_hardware=False,
+               label="KL divergence"),
+        Metric("compression_x", "x", "32 x weights / stored bits over the decoder blocks' linear layers, scales "
+                                     "included: 32 / (bits + 16/group) per int weight, 32/16 for fp16 (the paper's "
+                                     "definition)", HIGHER, repeat=PER_POINT, cross_hardware=False,
+               label="compression"),
+        Metric("compression_model_x", "x", "fp32 bytes / stored bytes of the whole model: units as above, "
+                                           "embeddings and head at fp16, norms fp32", HIGHER, repeat=PER_POINT,
+               cross_hardware=False, label="whole-model compression"),
+        Metric("avg_bits", "bits/weight", "stored bits per weight of the units, scales included (= 32 / "
+                                          "compression_x)", LOWER, repeat=PER_POINT, cross_hardware=False,
+               label="average bits"),
+        Metric("stored_mb", "MB", "bytes the assignment stores for the whole model (as compression_model_x) / 1e6",
+               LOWER, repeat=PER_POINT, cross_hardware=False, label="stored size"),
+        Metric("memory_mb", "MB", "bytes the evaluated model actually holds in memory (parameters and buffers) / 1e6: "
+                                  "fp32 under fake quantization, packed weights with real kernels", LOWER,
+               repeat=PER_POINT, label="model bytes in memory"),
+        INFERENCE.get("peak_mem_gb"),   # one definition of peak memory
+    ),
+)

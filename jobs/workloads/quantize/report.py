@@ -1,0 +1,162 @@
+"""quantize.html, the quantization workload's own report page (found by report.pages.discover next to this code):
+the sensitivity map of each model (unit x precision heatmap), the compression-vs-perplexity Pareto front with the
+PEARC 2026 paper's points labelled, and a table of the points."""
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from analysis import references
+from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, records, to_spec
+from report.pages import Page, numeric, rows_for, workload_page_applies
+
+WORKLOAD = "quantize"
+
+
+def _ok(table: pd.DataFrame) -> pd.DataFrame:
+    rows = rows_for(table, WORKLOAD)
+    if rows.empty or "status" not in rows or "compression_x" not in rows:
+        return rows.iloc[0:0]
+    return rows[rows["status"].eq("ok") & numeric(rows, "compression_x").notna()]
+
+
+@functools.lru_cache(maxsize=1)
+def _paper() -> pd.DataFrame:
+    try:
+        return references.load_pmpq()
+    except (OSError, ValueError, KeyError):   # a broken reference file must not break the report
+        return pd.DataFrame()
+
+
+def _maps(table: pd.DataFrame) -> list[tuple[str, dict[str, Any]]]:
+    """One sensitivity map per model x sensitivity kind x granularity (the first point's; every point of a
+    sweep measures the same model)."""
+    rows = rows_for(table, WORKLOAD)
+    if "sensitivity_map" not in rows:
+        return []
+    out, seen = [], set()
+    for _, r in rows.dropna(subset=["sensitivity_map"]).iterrows():
+        key = (r.get("model"), r.get("sensitivity"), r.get("granularity"))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            out.append((" · ".join(map(str, key)), json.loads(r["sensitivity_map"])))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def heatmaps(table: pd.DataFrame) -> list[Chart]:
+    charts = []
+    for name, smap in _maps(table):
+        t = f"Sensitivity map — {name}"
+        cid = f"heat-{anchor(name)}"
+        if smap.get("kind") == "prune":
+            data = pd.DataFrame({"unit": smap["units"], "precision": "pruned 30%",
+                                 "delta": smap["prune_score"], "kl": None})
+            what = "perplexity increase with only this unit magnitude-pruned (the paper's proxy)"
+        else:
+            data = pd.DataFrame([{"unit": u, "precision": f"{b}-bit", "delta": d, "kl": k}
+                                 for u, drow, krow in zip(smap["units"], smap["ppl_delta"], smap["kl"])
+                                 for b, d, k in zip(smap["bits"], drow, krow)])
+            what = "perplexity increase with only this unit quantized to this width"
+        order = list(dict.fromkeys(data["precision"]))
+        chart = alt.Chart(alt.Data(values=records(data))).mark_rect().encode(
+            x=alt.X("precision:O", title="precision", sort=order),
+            y=alt.Y("unit:O", title="unit", sort=list(smap["units"])),
+            color=alt.Color("delta:Q", title="Δ perplexity", scale=alt.Scale(scheme="blueorange", domainMid=0)),
+            tooltip=[alt.Tooltip("unit:N"), alt.Tooltip("precision:N"),
+                     alt.Tooltip("delta:Q", title="Δ perplexity", format=".4~g"),
+                     alt.Tooltip("kl:Q", title="KL (nats/token)", format=".3~e")])
+        chart = base_config(chart.properties(width=min(WIDTH, 120 * len(order)),
+                                             height=max(120, min(HEIGHT * 2, 18 * len(smap["units"]))),
+                                             title=alt.Title(t, subtitle=what)))
+        worst = data.loc[pd.to_numeric(data["delta"]).idxmax()]
+        negative = int((pd.to_numeric(data["delta"]) < 0).sum())
+        summary = (f"{len(smap['units'])} units; most sensitive: {worst['unit']} at {worst['precision']} "
+                   f"(+{fmt_num(worst['delta'])} perplexity); {negative} cell(s) below zero (noise).")
+        charts.append(Chart(cid, t, summary, to_spec(chart)))
+    return charts or [empty_chart("heat-none", "Sensitivity map")]
+
+
+def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
+    """Points no other point beats on both compression (higher) and perplexity increase (lower)."""
+    f = frame.sort_values(["compression_x", "ppl_increase_pct"], ascending=[False, True], kind="stable")
+    best, keep = float("inf"), []
+    for i, r in f.iterrows():
+        if r["ppl_increase_pct"] < best:
+            best = r["ppl_increase_pct"]
+            keep.append(i)
+    return frame.loc[keep].sort_values("compression_x")
+
+
+def pareto(table: pd.DataFrame) -> list[Chart]:
+    ok = _ok(table)
+    t = "Compression vs perplexity"
+    if ok.empty:
+        return [empty_chart("pareto", t)]
+    data = ok.assign(compression_x=numeric(ok, "compression_x"), ppl_increase_pct=numeric(ok, "ppl_increase_pct"),
+                     perplexity=numeric(ok, "perplexity"), kl=numeric(ok, "kl"))
+    data = data[["model", "method", "target", "compression_x", "ppl_increase_pct", "perplexity", "kl"]].copy()
+    data["model"] = data["model"].astype(str)
+    x = alt.X("compression_x:Q", title="compression of the decoder blocks' weights (x, scales counted)",
+              scale=alt.Scale(zero=False))
+    y = alt.Y("ppl_increase_pct:Q", title="perplexity increase over the unquantized model (%)")
+    tip = [alt.Tooltip(f"{c}:N") for c in ("model", "method")] + [
+        alt.Tooltip("target:Q"), alt.Tooltip("compression_x:Q", format=".3~f"),
+        alt.Tooltip("ppl_increase_pct:Q", title="Δ perplexity %", format=".3~f"),
+        alt.Tooltip("perplexity:Q", format=".4~f"), alt.Tooltip("kl:Q", format=".3~e")]
+    points = alt.Chart(alt.Data(values=records(data))).mark_point(filled=True, size=70).encode(
+        x=x, y=y, color=color("method", "method"), shape=alt.Shape("model:N", title="model"), tooltip=tip)
+    front = pareto_front(data)
+    line = alt.Chart(alt.Data(values=records(front))).mark_line(color="#000000", strokeDash=[4, 3]).encode(
+        x=x, y=y)
+    layers = [line, points]
+    paper = _paper()
+    subtitle = "dashed: Pareto front of the measured points"
+    if len(paper):
+        pp = paper[~paper["variant"].eq("fp32")].assign(
+            label=lambda d: "paper " + d["variant_label"].astype(str) + " " + d["hardware"].astype(str))
+        pmarks = alt.Chart(alt.Data(values=records(pp))).encode(
+            x="compression_x:Q", y="ppl_increase_pct:Q",
+            tooltip=[alt.Tooltip("label:N", title="published"), alt.Tooltip("compression_x:Q"),
+                     alt.Tooltip("perplexity:Q", title="WikiText perplexity"),
+                     alt.Tooltip("ppl_increase_pct:Q", title="Δ perplexity %", format=".3~f")])
+        layers += [pmarks.mark_point(shape="diamond", filled=False, size=90, strokeWidth=2, color="#555555"),
+                   pmarks.mark_text(align="left", dx=7, dy=-6, fontSize=10, color="#555555").encode(text="label:N")]
+        subtitle += ("; hollow diamonds: PEARC 2026 PMPQ on TinyLlama-1.1B (WikiText perplexity over its FP32 "
+                     "12.02; a different model and text, shown for scale)")
+    chart = base_config(alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
+                                                      title=alt.Title(t, subtitle=subtitle)))
+    summary = (f"{len(data)} measured point(s); on the Pareto front: "
+               + "; ".join(f"{r['method']} {fmt_num(r['compression_x'])}x +{fmt_num(r['ppl_increase_pct'])}%"
+                           for _, r in front.iterrows()) + ".")
+    return [Chart("pareto", t, summary, to_spec(chart))]
+
+
+def charts(table: pd.DataFrame) -> list[Chart]:
+    return heatmaps(table) + pareto(table)
+
+
+COLUMNS = ("model", "method", "target_kind", "target", "apply", "compression_x", "avg_bits", "perplexity",
+           "perplexity_fp", "ppl_increase_pct", "kl", "eval_tok_s", "memory_mb", "cards")
+
+
+def context(table: pd.DataFrame) -> dict[str, Any]:
+    rows = rows_for(table, WORKLOAD)
+    ok = _ok(table)
+    shown = ok.sort_values(["model", "target", "compression_x"], kind="stable") if len(ok) else ok
+    table_rows = [{c: (fmt_num(r.get(c)) if isinstance(r.get(c), float) else r.get(c)) for c in COLUMNS}
+                  for _, r in shown.iterrows()]
+    return {"n_points": len(rows), "n_ok": len(ok), "rows": table_rows, "columns": COLUMNS,
+            "attribution": references.PMPQ_ATTRIBUTION}
+
+
+PAGE = Page(slug="quantize", title="Quantization", template="quantize.html", context=context, charts=charts,
+            applies=workload_page_applies(WORKLOAD), order=14, workload=WORKLOAD,
+            link=lambda row: "quantize.html#pareto")

@@ -1,0 +1,65 @@
+"""Per-unit sensitivity maps.
+
+measured: quantize only that unit to each candidate precision, everything else unquantized; the map holds the
+perplexity increase and the KL divergence of the logits against the unquantized model, per unit x precision.
+prune (the paper's proxy, PMPQ): magnitude-prune only that unit to `prune_amount` and take the perplexity increase;
+one number per unit, whatever the precision. For the budgeted optimiser it is spread over the precisions as the
+noise power of a b-bit uniform quantizer scales, 4^-b, relative to the lowest candidate: score x 4^(min_b - b).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .fakequant import Unit, applied
+
+# The settings a map depends on (besides the model); scoring is deterministic, so a map measured once is reused.
+MAP_KEYS = ("sensitivity", "granularity", "bits", "group_size", "prune_amount", "eval")
+
+
+def cached(model_dir: str | None, wl: dict[str, Any], measure: Callable[[], dict[str, Any]], *,
+           write: bool) -> tuple[dict[str, Any], bool]:
+    """(map, whether it was reused). For the embedded model the map is kept beside its cached checkpoint, keyed
+    by MAP_KEYS, so the points of a sweep over targets and methods measure it once; a checkpoint given by path
+    is measured every time (its files may change under the same path)."""
+    if not model_dir:
+        return measure(), False
+    key = hashlib.sha256(json.dumps({k: wl[k] for k in MAP_KEYS}, sort_keys=True).encode()).hexdigest()[:12]
+    path = Path(model_dir) / f"sensitivity-{key}.json"
+    if path.is_file():
+        return json.loads(path.read_text()), True
+    smap = measure()
+    if write:
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(smap))
+        tmp.replace(path)
+    return smap, False
+
+
+def measured(evaluator, us: list[Unit], bits: list[int], base: dict[str, float], group_size: int) -> dict[str, Any]:
+    ppl, kl = [], []
+    for u in us:
+        row_p, row_k = [], []
+        for b in bits:
+            with applied(evaluator.model, {u: b}, group_size=group_size):
+                s = evaluator.score()
+            row_p.append(s["perplexity"] - base["perplexity"])
+            row_k.append(s["kl"])
+        ppl.append(row_p)
+        kl.append(row_k)
+    return {"kind": "measured", "units": [u.name for u in us], "bits": list(bits), "ppl_delta": ppl, "kl": kl,
+            "cost": ppl, "feature": ppl}
+
+
+def prune(evaluator, us: list[Unit], bits: list[int], base: dict[str, float], amount: float) -> dict[str, Any]:
+    scores = []
+    for u in us:
+        with applied(evaluator.model, {u: None}, group_size=0, prune=amount):
+            scores.append(evaluator.score()["perplexity"] - base["perplexity"])
+    low = min(bits)
+    return {"kind": "prune", "units": [u.name for u in us], "bits": list(bits), "prune_score": scores,
+            "cost": [[s * 4.0 ** (low - b) for b in bits] for s in scores], "feature": [[s] for s in scores]}

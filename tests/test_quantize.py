@@ -1,0 +1,257 @@
+"""workload=quantize: fake quantization, sensitivity maps, assignment, plan-time checks, report page; and one real
+sweep on a tiny embedded model (trained in a temporary cache) with cards=1,2, records, table and report."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from jobs import config_schema, plan, records
+from jobs.workloads import quantize
+from jobs.workloads.quantize import assign, fakequant
+
+# A tiny embedded model and a small budget: the whole file must stay within the CI budget.
+TINY = ["model=pydoc-llama", "model.config.hidden_size=64", "model.config.intermediate_size=128",
+        "model.config.num_hidden_layers=2", "workload.train.steps=30", "workload.train.batch_size=8",
+        "workload.train.seq_len=64", "workload.eval.seq_len=64", "workload.eval.max_tokens=2048",
+        "workload.eval.batch_size=8", "workload.noise.target=null", "workload.warmup=0"]
+
+
+def problems(make_cfg, *overrides):
+    cfg = make_cfg("workload=quantize", *overrides)
+    return config_schema.check(cfg) + quantize.check(cfg)
+
+
+# --------------------------------------------------------------------------- fake quantization
+
+def test_group_wise_symmetric_quantization():
+    import torch
+
+    w = torch.randn(4, 300, generator=torch.Generator().manual_seed(0))   # 300: not a multiple of 128, padded
+    q = fakequant.quantize_weight(w, 4, 128)
+    assert q.shape == w.shape and q.dtype == w.dtype
+    for lo in (0, 128, 256):   # each group of a row: at most 2*7+1 levels, symmetric around zero, error <= scale/2
+        g, qg = w[:, lo:lo + 128], q[:, lo:lo + 128]
+        scale = g.abs().amax(dim=1, keepdim=True) / 7
+        assert (qg / scale).sub((qg / scale).round()).abs().max() < 1e-2
+        assert ((qg - g).abs() <= scale / 2 + 1e-3).all()
+        assert (qg.abs() <= g.abs().amax(dim=1, keepdim=True) + 1e-3).all()
+    narrow = torch.randn(3, 64)   # narrower than the group: one group per row
+    qn = fakequant.quantize_weight(narrow, 8, 128)
+    assert ((qn - narrow).abs() <= narrow.abs().amax(dim=1, keepdim=True) / 127 / 2 + 1e-3).all()
+    assert torch.equal(fakequant.quantize_weight(w, 16, 128), w.half().float())
+
+
+def test_storage_counts_the_scales_as_the_paper_does():
+    assert fakequant.storage_bits((256, 256), 4, 128) / (256 * 256) == 4 + 16 / 128
+    assert fakequant.storage_bits((256, 64), 8, 128) / (256 * 64) == 8 + 16 / 64    # narrow: group of 64
+    assert fakequant.storage_bits((10, 10), 16, 128) == 10 * 10 * 16
+
+
+def test_prune_zeroes_the_smallest_weights():
+    import torch
+
+    w = torch.arange(1, 101, dtype=torch.float32).view(10, 10)
+    p = fakequant.prune_weight(w, 0.3)
+    assert int((p == 0).sum()) == 30 and p.flatten()[30:].equal(w.flatten()[30:])
+
+
+# --------------------------------------------------------------------------- assignment
+
+def _problem(cost):
+    numel = [1000, 1000, 2000, 500]
+    return assign.Problem(units=list("abcd"), numel=numel, bits=[16, 8, 4],
+                          stored=[{b: n * b + (0 if b == 16 else n // 100 * 16) for b in (16, 8, 4)} for n in numel],
+                          cost=cost)
+
+
+COST = [[0, 1, 5], [0, .1, .3], [0, .5, 2], [0, 3, 9]]
+
+
+def test_budgeted_path_compresses_step_by_step_and_meets_targets():
+    p = _problem(COST)
+    path = assign.budgeted_path(p)
+    comps = [p.compression(a) for a in path]
+    assert comps == sorted(comps) and path[0] == dict.fromkeys("abcd", 16) and path[-1] == dict.fromkeys("abcd", 4)
+    a = assign.for_compression(p, path, 4.0)
+    assert p.compression(a) >= 4.0 and a["b"] == 4   # the cheapest unit per saved bit goes lowest first
+    assert assign.for_bits(p, path, 8.0) == assign.for_compression(p, path, 32 / 8.0)
+
+
+def test_budgeted_beats_or_ties_kmeans_on_predicted_cost():
+    p = _problem(COST)
+    kpath, labels = assign.kmeans_path(p, COST, 3, seed=0)
+    assert labels[3] == 0 and labels[1] == max(labels)   # unit d is the most sensitive, b the least
+    for target in (3.0, 4.5, 6.0):
+        b = assign.for_compression(p, assign.budgeted_path(p), target)
+        k = assign.for_compression(p, kpath, target)
+        assert p.compression(b) >= target and p.compression(k) >= target
+        assert p.predicted(b) <= p.predicted(k) + 1e-12
+
+
+def test_kmeans_with_the_papers_widths():
+    p = _problem(COST)
+    (a,), _ = assign.kmeans_path(p, COST, 3, seed=0, cluster_bits=[16, 8, 4])
+    assert a == {"a": 8, "b": 4, "c": 4, "d": 16}   # b and c cluster together
+
+
+def test_impossible_targets_name_the_achievable_range():
+    p = _problem(COST)
+    lo, hi = p.achievable()
+    with pytest.raises(assign.TargetError, match=rf"achievable {lo:.3g}x to {hi:.3g}x"):
+        assign.for_compression(p, assign.budgeted_path(p), 9.0)
+    with pytest.raises(assign.TargetError, match="fewer than all-4-bit allows"):
+        assign.for_bits(p, assign.budgeted_path(p), 3.0)
+    with pytest.raises(assign.TargetError, match="below the unquantized model's 12.02"):
+        assign.within_perplexity(p, assign.budgeted_path(p), 12.02, 11.0)
+
+
+# --------------------------------------------------------------------------- plan time
+
+def test_default_config_is_valid_and_uses_the_embedded_model(make_cfg):
+    cfg = make_cfg("workload=quantize")
+    assert cfg["model"]["name"] == "pydoc-llama" and config_schema.check(cfg) == [] and quantize.check(cfg) == []
+    assert make_cfg("workload=quantize", "model=tiny-llama")["model"]["name"] == "tiny-llama"   # overridable
+    assert make_cfg()["model"]["name"] == "tiny-llama"   # other workloads keep their default
+
+
+def test_impossible_target_is_rejected_at_plan_time(make_cfg):
+    (why,) = problems(make_cfg, "workload.target=9")
+    assert "workload.target=9" in why and "achievable 2x to 7.76x" in why
+    (why,) = problems(make_cfg, "workload.target_kind=bits", "workload.target=3")
+    assert "achievable 4.12 to 16 bits" in why
+
+
+def test_bad_settings_are_named(make_cfg):
+    assert problems(make_cfg, "workload.bits=[16,8,1]")[0].startswith("workload.bits[2]=1 must be")
+    assert "12 is not a supported width" in problems(make_cfg, "workload.bits=[16,12]")[0]
+    assert "must be non-increasing" in problems(make_cfg, "workload.assign=kmeans",
+                                                "workload.cluster_bits=[4,8,16]")[0]
+    assert "needs workload.assign=kmeans" in " ".join(problems(make_cfg, "workload.target=null"))
+    assert "allowed: measured, prune" in problems(make_cfg, "workload.sensitivity=hessian")[0]
+    assert "use precision=fp32" in problems(make_cfg, "precision=int8")[0]
+    assert "is not a file" in problems(make_cfg, "workload.eval.text=/nonexistent.txt")[0]
+    assert problems(make_cfg, "workload.assign=kmeans", "workload.cluster_bits=[16,8,4]",
+                    "workload.target=null") == []
+
+
+def test_point_identity_ignores_what_measures_nothing(make_cfg):
+    base = plan.point_id(make_cfg("workload=quantize"))
+    assert plan.point_id(make_cfg("workload=quantize", "workload.train.cache_dir=/elsewhere")) == base
+    assert plan.point_id(make_cfg("workload=quantize", "workload.backend=torchao")) == base   # apply=fake
+    assert plan.point_id(make_cfg("workload=quantize", "workload.prune_amount=0.5")) == base  # measured
+    assert plan.point_id(make_cfg("workload=quantize", "workload.target=5")) != base
+
+
+def test_preset_follows_the_schema(make_cfg):
+    from jobs import experiment
+
+    (preset,) = [p for p in experiment.presets() if p["file"] == "pearc26-quantize"]
+    grids = experiment.subgrids(preset)
+    assert sum(map(experiment.size, grids)) == 9   # 3 targets x (PMPQ, measured kmeans, measured budgeted)
+    for g in grids:
+        cfg = make_cfg("+experiment=pearc26-quantize", *(f"{k}={v[-1]}" for k, v in g.items()))
+        assert cfg["model"]["name"] == "pydoc-llama" and cfg["workload"]["target"] == 5.93
+        assert config_schema.check(cfg) == [] and quantize.check(cfg) == []
+
+
+def test_real_kernels_where_the_device_has_them(make_cfg):
+    from jobs.workloads.quantize import kernels
+
+    assert "has no quantized kernels on device cpu" in problems(make_cfg, "workload.apply=real",
+                                                                 "workload.backend=bitsandbytes")[0]
+    assert kernels.choose("inc", "cpu")[0] is None
+    assert problems(make_cfg, "workload.apply=real") == []   # auto: falls back to fake, and the record says so
+
+
+def test_torchao_int8_holds_int8_bytes_and_the_rest_stays_fake():
+    import torch
+
+    pytest.importorskip("torchao")
+    from jobs.workloads.quantize import kernels
+
+    model = torch.nn.Module()
+    model.a, model.b = torch.nn.Linear(128, 256), torch.nn.Linear(256, 128)
+    us = {"A": fakequant.Unit("A", (("a", model.a),)), "B": fakequant.Unit("B", (("b", model.b),))}
+    q, facts = kernels.apply(model, {"A": 8, "B": 4}, us, "torchao", "cpu", 128)
+    assert facts["applied"] == "real:torchao" and facts["real_units"] == 1 and "fake-quantized" in facts["apply_note"]
+    assert kernels.model_bytes(q) < kernels.model_bytes(model) - 128 * 256 * 2   # int8 codes, not fp32
+    x = torch.randn(2, 128)
+    assert torch.allclose(q.a(x), model.a(x), atol=0.05)
+
+
+# --------------------------------------------------------------------------- report
+
+def test_pareto_front_and_paper_points():
+    from analysis import references
+    from jobs.workloads.quantize import report
+
+    f = pd.DataFrame({"compression_x": [3.0, 4.0, 4.0, 6.0], "ppl_increase_pct": [1.0, 0.5, 2.0, 3.0]})
+    assert report.pareto_front(f).index.tolist() == [1, 3]
+    paper = references.load_pmpq().set_index(["variant", "hardware"])
+    assert paper.loc[("fake_16-8-4", "gaudi2"), "compression_x"] == 3.47
+    assert paper.loc[("fake_8-4-4", "gaudi2"), "ppl_increase_pct"] == pytest.approx(100 * (12.39 / 12.02 - 1))
+
+
+# --------------------------------------------------------------------------- end to end
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("quantize")
+    cache = cwd / "cache"
+    args = ["-m", "workload=quantize", "cards=1,2", "workload.assign=budgeted,kmeans", *TINY,
+            f"workload.train.cache_dir={cache}"]
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = [json.loads(p.read_text()) for p in sorted((cwd / "runs" / "default" / "points").glob("*/record.json"))]
+    return cwd, cache, recs
+
+
+@pytest.mark.slow
+def test_sweep_records_hold_map_assignment_and_metrics(tiny_sweep):
+    _, _, recs = tiny_sweep
+    assert len(recs) == 4 and {r["status"] for r in recs} == {"ok"}
+    for r in recs:
+        records.validate(r)
+        m, info = r["metrics"], r["info"]
+        smap, chosen = json.loads(info["sensitivity_map"]), json.loads(info["assignment"])
+        assert smap["units"] == ["layer 0", "layer 1"] and smap["bits"] == [16, 8, 4]
+        assert len(smap["ppl_delta"]) == 2 and all(len(row) == 3 for row in smap["ppl_delta"] + smap["kl"])
+        assert all(k >= -1e-6 for row in smap["kl"] for k in row)
+        assert set(chosen) == {"layer 0", "layer 1"} and set(chosen.values()) <= {16, 8, 4}
+        assert m["compression_x"]["median"] >= 4.0 and m["eval_tok_s"]["n"] >= 3
+        assert m["avg_bits"]["median"] == pytest.approx(32 / m["compression_x"]["median"])
+        assert m["perplexity"]["median"] > 1 and info["applied"] == "fake" and info["train_steps"] == 30
+    # data parallel scoring: the same windows, so the same perplexity on 1 and 2 cards
+    by = {(r["params"]["assign"], r["params"]["cards"]): r["metrics"]["perplexity_fp"]["median"] for r in recs}
+    assert by[("budgeted", 1)] == pytest.approx(by[("budgeted", 2)], rel=1e-4)
+
+
+@pytest.mark.slow
+def test_report_has_the_quantization_page(tiny_sweep):
+    cwd, _, _ = tiny_sweep
+    page = (cwd / "runs" / "default" / "site" / "quantize.html")
+    if not page.is_file():
+        page = next(cwd.rglob("quantize.html"))
+    text = page.read_text()
+    assert "Sensitivity map — pydoc-llama · measured · layer" in text and 'id="pareto"' in text
+    assert "PEARC 2026" in text
+
+
+@pytest.mark.slow
+def test_unreachable_perplexity_is_a_failed_record_with_the_range(tiny_sweep, make_cfg):
+    from jobs.devices import setup_device
+    from jobs.energy import make_meter
+    from jobs.point import Context
+
+    _, cache, _ = tiny_sweep
+    cfg = make_cfg("workload=quantize", *TINY, f"workload.train.cache_dir={cache}", "workload.target_kind=perplexity",
+                   "workload.target=1.01")
+    ctx = Context(device=setup_device("cpu", 0, 1, threads=None), rank=0, world_size=1, local_rank=0,
+                  meter=make_meter("none", "cpu", owns_node_counter=True))
+    res = quantize.run(cfg, ctx)
+    assert res.status == "failed" and "below the unquantized model's" in res.error and "achievable is" in res.error
