@@ -28,6 +28,7 @@ class Context:
     world_size: int
     local_rank: int
     meter: Any
+    workdir: Path | None = None   # the point's directory (a workload's checkpoints live there)
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -113,7 +114,8 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
         first = local_rank * per_task if device.kind == "hpu" else device.index
         meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
                            device_index=first or 0, devices=per_task if device.kind != "cpu" else 1)
-        ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter)
+        ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter,
+                      workdir=point_dir)
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)

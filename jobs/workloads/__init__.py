@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jobs.metrics import MetricSet
 
-WORKLOADS = {"inference": "jobs.workloads.inference"}
+WORKLOADS = {"inference": "jobs.workloads.inference",
+             "finetune": "jobs.workloads.finetune"}
 
 
 @dataclass
