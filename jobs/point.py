@@ -152,6 +152,32 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
                 dist.destroy_process_group()
 
 
+def requeues(spec: dict[str, Any]) -> bool:
+    """Does the point's workload checkpoint, so that a requeued job continues (finetune: checkpoint_every > 0)?"""
+    wl = workloads.get(spec["cfg"]["workload"]["name"])
+    return bool(getattr(wl, "requeue", lambda cfg: False)(spec["cfg"]))
+
+
+class PointJob:
+    """run_point as a submitit-checkpointable job: timed out or preempted (Slurm's signal), it is requeued and
+    the point runs again, continuing from its workload's last checkpoint. Submitted (job_function) only for
+    points whose workload checkpoints; other points keep submitit's plain-function behaviour."""
+
+    def __call__(self, spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None = None) -> str:
+        return run_point(spec, sweep_dir, owner)
+
+    def checkpoint(self, spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None = None):
+        """What submitit requeues on its signal: the same call (the workload resumes from its checkpoint)."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, spec, sweep_dir, owner)
+
+
+def job_function(specs: list[dict[str, Any]]):
+    """The callable submitit runs for these points: PointJob where one checkpoints, else run_point."""
+    return PointJob() if any(requeues(s) for s in specs) else run_point
+
+
 def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:
     prov = records.provenance(start_time=start, nodes=hosts,
                               device_name=device.name() if device else None,

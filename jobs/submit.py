@@ -200,7 +200,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
     the same command sends them later). The report job runs after this run's arrays and `active_jobs` (those
     of earlier runs still queued or running) and replaces the `superseded` report jobs still pending.
     Returns the refusals."""
-    from jobs.point import run_point
+    from jobs.point import job_function
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
@@ -224,7 +224,8 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
             with deferred_interrupts():
                 submitted = records.now()
                 try:
-                    tasks = slurm.submit_group(run_point, [(p.spec(), str(sweep_dir)) for p in pts],
+                    specs = [p.spec() for p in pts]
+                    tasks = slurm.submit_group(job_function(specs), [(s, str(sweep_dir)) for s in specs],
                                                pts[0].resources, name, sweep_dir, cluster)
                 except slurm.SlurmError as exc:
                     if any(m in str(exc) for m in slurm.UNREACHABLE + slurm.SUBMIT_LIMIT):

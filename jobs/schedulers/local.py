@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jobs import records, watchdog
 from jobs.plan import Point, Resources
-from jobs.point import failure_record, run_point
+from jobs.point import failure_record, job_function
 
 
 def _executor(resources: Resources, folder: Path):
@@ -92,7 +92,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                         point, key = queue.pop(0)
                         point.submitted = records.now()
                         try:
-                            job = executors[key].submit(run_point, point.spec(), str(sweep_dir), owner)
+                            spec = point.spec()
+                            job = executors[key].submit(job_function([spec]), spec, str(sweep_dir), owner)
                         except OSError as exc:  # its job files could not be written: this point fails, not the sweep
                             done(point, settle(None, point, sweep_dir, 0.0), 0.0, progress)
                             print(f"error: could not start point {point.point_id}: {exc}", file=sys.stderr)

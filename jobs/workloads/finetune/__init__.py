@@ -9,6 +9,7 @@ checkpoint (jobs.point.PointJob is submitit-checkpointable) and the record says 
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import time
 from typing import Any
 
@@ -38,6 +39,11 @@ CONFIG_SCHEMA: dict[str, Any] = {
 
 def tasks(cfg: dict[str, Any]) -> str:
     return "per_card"
+
+
+def requeue(cfg: dict[str, Any]) -> bool:
+    """A preempted or timed-out job is requeued (jobs.point.PointJob) when the point saves checkpoints."""
+    return cfg["workload"]["checkpoint_every"] > 0
 
 
 def strategy(cfg: dict[str, Any]) -> str:
@@ -80,16 +86,10 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["method"] == "lora":
         problems += _missing("peft", "workload.method=lora")
     if s == "zero3":
-        problems += _missing("deepspeed", "workload.strategy=zero3")
-        if device == "hpu":
-            problems.append("workload.strategy=zero3 on hpu needs Habana's DeepSpeed fork, which accelsweep does "
-                            "not drive yet; use strategy=fsdp or ddp there")
-    if device == "hpu":
-        problems += _missing("optimum.habana", "fine-tuning on Gaudi (hpu)")
+        problems += _missing("deepspeed", "workload.strategy=zero3")   # on Gaudi: Habana's DeepSpeed fork
+    # optimum-habana (hpu) and flash-attn (cuda) live on the compute nodes, not necessarily where this plans
     if wl["attention"] == "flash":
-        if device == "cuda":
-            problems += _missing("flash_attn", "workload.attention=flash on cuda")
-        elif device != "hpu":
+        if device not in ("cuda", "hpu"):
             problems.append(f"workload.attention=flash runs on cuda (flash-attn 2) or hpu (optimum-habana), not on "
                             f"{device}; use eager or sdpa there")
     if wl["method"] == "lora":
@@ -198,6 +198,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
             trainer.save(ckpt_dir, {"step": done, "data_pos": batches.state(), "timed": timed if ctx.rank == 0
                                     else [], "requeues": requeues})
             ctx.barrier()
+    if ckpt_dir:   # measured to the end: a later run of this point (force=true) starts afresh
+        ctx.barrier()
+        if ctx.rank == 0:
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
     shard = ctx.gather(trainer.local_param_bytes())
     mem = ctx.gather(ctx.device.peak_memory_bytes())
     if ctx.rank != 0:
