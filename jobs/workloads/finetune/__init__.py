@@ -70,8 +70,9 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _missing(module: str, why: str) -> list[str]:
-    return [] if importlib.util.find_spec(module) else [f"{why} needs the Python package {module.split('.')[0]}, "
-                                                        f"which is not installed here; {EXTRA}"]
+    if importlib.util.find_spec(module):
+        return []
+    return [f"{why} needs the Python package {module}, which is not installed here; {EXTRA}"]
 
 
 def check(cfg: dict[str, Any]) -> list[str]:
@@ -88,10 +89,9 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if s == "zero3":
         problems += _missing("deepspeed", "workload.strategy=zero3")   # on Gaudi: Habana's DeepSpeed fork
     # optimum-habana (hpu) and flash-attn (cuda) live on the compute nodes, not necessarily where this plans
-    if wl["attention"] == "flash":
-        if device not in ("cuda", "hpu"):
-            problems.append(f"workload.attention=flash runs on cuda (flash-attn 2) or hpu (optimum-habana), not on "
-                            f"{device}; use eager or sdpa there")
+    if wl["attention"] == "flash" and device not in ("cuda", "hpu"):
+        problems.append(f"workload.attention=flash runs on cuda (flash-attn 2) or hpu (optimum-habana), not on "
+                        f"{device}; use eager or sdpa there")
     if wl["method"] == "lora":
         known = set(fm.module_shapes(cfg["model"]["config"]))
         bad = [m for m in wl["lora"]["target_modules"] if m not in known]

@@ -9,8 +9,7 @@ import altair as alt
 import pandas as pd
 
 from analysis import references
-from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, limit_series, records, \
-    to_spec
+from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, limit_series, records, to_spec
 from report.pages import Page, label, numeric, rows_for, workload_page_applies
 
 WORKLOAD = "finetune"
