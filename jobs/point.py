@@ -154,8 +154,10 @@ def run_point(spec: dict[str, Any], sweep_dir: str, owner: dict[str, Any] | None
 
 def requeues(spec: dict[str, Any]) -> bool:
     """Does the point's workload checkpoint, so that a requeued job continues (finetune: checkpoint_every > 0)?"""
-    wl = workloads.get(spec["cfg"]["workload"]["name"])
-    return bool(getattr(wl, "requeue", lambda cfg: False)(spec["cfg"]))
+    name = ((spec.get("cfg") or {}).get("workload") or {}).get("name")
+    if name not in workloads.WORKLOADS:   # an unknown workload is reported elsewhere
+        return False
+    return bool(getattr(workloads.get(name), "requeue", lambda cfg: False)(spec["cfg"]))
 
 
 class PointJob:
