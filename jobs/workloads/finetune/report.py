@@ -49,9 +49,14 @@ def _configs(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                                                          else (TPUT, "size")).reset_index()
 
 
+def _plain(v: Any) -> Any:
+    """2.0 -> 2 (integer columns come back as floats from a table with gaps)."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 def time_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
     data = _configs(ok, CONFIG)
-    return [{**{k: r[k] for k in CONFIG if k in r}, "tok_s": fmt_num(r["tok_s"]), "minutes": fmt_num(r["minutes"]),
+    return [{**{k: _plain(r[k]) for k in CONFIG if k in r}, "tok_s": fmt_num(r["tok_s"]), "minutes": fmt_num(r["minutes"]),
              "mem": fmt_num(r["mem"])} for _, r in data.sort_values("minutes").iterrows()]
 
 
@@ -75,7 +80,7 @@ def ratio_rows(ok: pd.DataFrame, vary: str, base: Any, others: list[Any] | None 
         if key not in ref.index:
             continue
         b = float(ref.loc[key]) if not isinstance(ref.loc[key], pd.Series) else float(ref.loc[key].median())
-        rows.append({**{k: r[k] for k in CONFIG if k in r}, "base": base, "tok_s": fmt_num(r["tok_s"]),
+        rows.append({**{k: _plain(r[k]) for k in CONFIG if k in r}, "base": base, "tok_s": fmt_num(r["tok_s"]),
                      "base_tok_s": fmt_num(b), "speedup": fmt_num(r["tok_s"] / b), "_speedup": r["tok_s"] / b})
     return rows
 
