@@ -243,3 +243,25 @@ def test_report_has_the_finetune_page(sweep):
     cwd, _ = sweep
     html = (cwd / "runs/ft/site/finetune.html").read_text()
     assert "Time to train" in html and "Sharding" in html and "PEARC" in html
+
+
+def test_page_speedups_by_hand():
+    import pandas as pd
+
+    from jobs.workloads.finetune import report
+
+    base = {"workload": "finetune", "status": "ok", "hardware": "gaudi2", "model": "llama-3-8b", "precision": "bf16",
+            "method": "lora", "batch_size": 2, "grad_accum": 2, "seq_len": 512, "token_budget": 10**7,
+            "peak_mem_gb": 1.0}
+    rows = [{"attention": "eager", "strategy": "none", "cards": 1, "train_tok_s": 100.0},
+            {"attention": "flash", "strategy": "none", "cards": 1, "train_tok_s": 110.0},
+            {"attention": "flash", "strategy": "ddp", "cards": 8, "train_tok_s": 800.0},
+            {"attention": "flash", "strategy": "zero3", "cards": 8, "train_tok_s": 400.0}]
+    table = pd.DataFrame([{**base, **r, "time_to_budget_min": 10**7 / r["train_tok_s"] / 60} for r in rows])
+    ctx = report.context(table)
+    assert [(r["attention"], r["speedup"]) for r in ctx["attention_rows"]] == [("flash", "1.1")]
+    assert sorted((r["strategy"], r["_speedup"]) for r in ctx["sharding_rows"]) == [("ddp", 800 / 110),
+                                                                                   ("zero3", 400 / 110)]
+    assert [(r["strategy"], r["_speedup"]) for r in ctx["strategy_rows"]] == [("zero3", 0.5)]
+    pub = {(r["hardware"], r["cards"]): r for r in ctx["published_rows"]}
+    assert pub[("gaudi2", 1)]["published"] == "78" and pub[("gaudi2", 1)]["measured"] != "—"
