@@ -31,6 +31,7 @@ class Context:
     # Per worker process: a workload may keep what several points share here (its loaded model, by a key of
     # what built it). Points of a shared worker (isolation=group) see the same dict; ignoring it is fine.
     cache: dict = field(default_factory=dict)
+    workdir: Path | None = None   # the point's directory (a workload's checkpoints live there)
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -181,7 +182,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         meter = make_meter(cfg["energy"], device.kind, owns_node_counter=local_rank == 0,
                            device_index=first or 0, devices=per_task if device.kind != "cpu" else 1)
         ctx = Context(device=device, rank=rank, world_size=world, local_rank=local_rank, meter=meter,
-                      cache=worker.cache)
+                      cache=worker.cache, workdir=point_dir)
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
@@ -213,6 +214,40 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         else:
             files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
+
+
+def requeues(spec: dict[str, Any]) -> bool:
+    """Does the point's workload checkpoint, so that a requeued job continues (finetune: checkpoint_every > 0)?"""
+    name = ((spec.get("cfg") or {}).get("workload") or {}).get("name")
+    if name not in workloads.WORKLOADS:   # an unknown workload is reported elsewhere
+        return False
+    return bool(getattr(workloads.get(name), "requeue", lambda cfg: False)(spec["cfg"]))
+
+
+class PointJob:
+    """A runner (run_point, or run_points for an array task of several points) as a submitit-checkpointable job:
+    timed out or preempted (Slurm's signal), it is requeued and runs again; a point whose workload saved a
+    checkpoint continues from it. Submitted (job_function) only where a point checkpoints; other jobs keep
+    submitit's plain-function behaviour."""
+
+    def __init__(self, runner=None):
+        self.runner = runner or run_point
+
+    def __call__(self, *args):
+        return self.runner(*args)
+
+    def checkpoint(self, *args):
+        """What submitit requeues on its signal: the same call."""
+        import submitit
+
+        return submitit.helpers.DelayedSubmission(self, *args)
+
+
+def job_function(specs: list[dict[str, Any]], runner=None):
+    """The callable submitit runs for these points (`runner`, default run_point): PointJob where one
+    checkpoints, else the runner itself."""
+    runner = runner or run_point
+    return PointJob(runner) if any(requeues(s) for s in specs) else runner
 
 
 def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 WORKLOADS = {"inference": "jobs.workloads.inference",
              "superres": "jobs.workloads.superres",
-             "quantize": "jobs.workloads.quantize"}
+             "quantize": "jobs.workloads.quantize",
+             "finetune": "jobs.workloads.finetune"}
 
 
 @dataclass

@@ -1,0 +1,224 @@
+"""Fine-tuning (after the PEARC26 study): LoRA or full training of a causal LM, timed per optimiser step.
+
+With cards=N the strategy spreads the training over N ranks: ddp (a replica each), fsdp or zero3 (sharded).
+The data are tokenised before anything is timed; the main metric is training tokens per second with padding
+excluded. A point that will not fit (plan-time memory estimate) is recorded as oom without running, with the
+strategies and card counts that would fit. With checkpoint_every > 0 a requeued job continues from its last
+checkpoint (jobs.point.PointJob is submitit-checkpointable) and the record says how many times it was resumed.
+"""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import time
+from typing import Any
+
+from jobs import noise
+from jobs.config_schema import Bool, Int, Num, Str, Strs
+from jobs.workloads import Result
+
+from . import metrics as fm
+from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+
+METHODS, ATTENTIONS, STRATEGIES = ("lora", "full"), ("eager", "sdpa", "flash"), ("none", "ddp", "zero3", "fsdp")
+SHARDED = ("zero3", "fsdp")
+EXTRA = "pip install 'accelsweep[finetune]'"
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "name": Str(), "method": Str(choices=METHODS), "attention": Str(choices=ATTENTIONS),
+    "strategy": Str(choices=STRATEGIES), "batch_size": Int(min=1), "grad_accum": Int(min=1), "seq_len": Int(min=2),
+    "lr": Num(min=0), "warmup_steps": Int(min=0), "repeats": Int(min=1), "token_budget": Int(min=1),
+    "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
+              "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
+    "run_unfit": Bool(), "checkpoint_every": Int(min=0),
+    "lora": {"rank": Int(min=1), "alpha": Num(min=0), "dropout": Num(min=0, max=1), "target_modules": Strs()},
+    "zero3": {"stage": Int(min=1, max=3), "offload": Str(choices=("none", "cpu"))},
+    "data": {"path": Str(null=True), "fields": Strs(), "pack": Bool()},
+}
+
+
+def tasks(cfg: dict[str, Any]) -> str:
+    return "per_card"
+
+
+def requeue(cfg: dict[str, Any]) -> bool:
+    """A preempted or timed-out job is requeued (jobs.point.PointJob) when the point saves checkpoints."""
+    return cfg["workload"]["checkpoint_every"] > 0
+
+
+def strategy(cfg: dict[str, Any]) -> str:
+    """The strategy the point runs: none on one card, whatever was asked."""
+    return "none" if cfg["cards"] == 1 else cfg["workload"]["strategy"]
+
+
+def resolve(cfg: dict[str, Any]) -> dict[str, Any]:
+    """strategy=none on one card, so `strategy=ddp,fsdp cards=1,2` measures the one-card point once."""
+    s = strategy(cfg)
+    return cfg if s == cfg["workload"]["strategy"] else {**cfg, "workload": {**cfg["workload"], "strategy": s}}
+
+
+def identity(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The workload part of the point id: option blocks that change nothing measured are left out."""
+    wl = {**cfg["workload"], "strategy": strategy(cfg), "noise": noise.identity(cfg["workload"].get("noise"))}
+    if not wl["noise"]:
+        del wl["noise"]
+    if wl["method"] != "lora":
+        del wl["lora"]
+    if wl["strategy"] != "zero3":
+        del wl["zero3"]
+    return wl
+
+
+def _missing(module: str, why: str) -> list[str]:
+    if importlib.util.find_spec(module):
+        return []
+    return [f"{why} needs the Python package {module}, which is not installed here; {EXTRA}"]
+
+
+def check(cfg: dict[str, Any]) -> list[str]:
+    from . import data
+
+    wl = cfg["workload"]
+    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    problems: list[str] = []
+    s = strategy(cfg)
+    if s == "none" and cfg["cards"] > 1:
+        problems.append(f"cards={cfg['cards']} needs workload.strategy ddp, zero3 or fsdp (strategy=none is one card)")
+    if wl["method"] == "lora":
+        problems += _missing("peft", "workload.method=lora")
+    if s == "zero3":
+        problems += _missing("deepspeed", "workload.strategy=zero3")   # on Gaudi: Habana's DeepSpeed fork
+    # optimum-habana (hpu) and flash-attn (cuda) live on the compute nodes, not necessarily where this plans
+    if wl["attention"] == "flash" and device not in ("cuda", "hpu"):
+        problems.append(f"workload.attention=flash runs on cuda (flash-attn 2) or hpu (optimum-habana), not on "
+                        f"{device}; use eager or sdpa there")
+    if wl["method"] == "lora":
+        known = set(fm.module_shapes(cfg["model"]["config"]))
+        bad = [m for m in wl["lora"]["target_modules"] if m not in known]
+        if bad or not wl["lora"]["target_modules"]:
+            problems.append(f"workload.lora.target_modules={list(wl['lora']['target_modules'])} must name linear "
+                            f"layers of the model; allowed: {', '.join(sorted(known))}")
+    max_pos = cfg["model"]["config"].get("max_position_embeddings")
+    if max_pos and wl["seq_len"] > max_pos:
+        problems.append(f"workload.seq_len={wl['seq_len']} exceeds model {cfg['model']['name']}'s "
+                        f"max_position_embeddings={max_pos}")
+    return problems + data.check(wl["data"])
+
+
+def _estimate(cfg: dict[str, Any], strategy_: str, cards: int) -> float:
+    wl, c = cfg["workload"], cfg["model"]["config"]
+    return fm.memory_estimate_gb(c, cfg["precision"]["dtype"], method=wl["method"], lora=wl["lora"],
+                                 strategy=strategy_, cards=cards, batch=wl["batch_size"], seq_len=wl["seq_len"],
+                                 attention=wl["attention"], offload=wl["zero3"]["offload"] == "cpu")
+
+
+def fits_with(cfg: dict[str, Any], card_gb: float) -> str:
+    """Which strategies and card counts the memory estimate says fit on cards of `card_gb`, e.g.
+    "one card/ddp: no; zero3: >= 4 cards; fsdp: >= 4 cards" (the study's 70B finding, before running)."""
+    parts = [f"one card/ddp: {'yes' if _estimate(cfg, 'none', 1) <= card_gb else 'no'}"]
+    for s in SHARDED:
+        n = next((n for n in (2, 4, 8, 16, 32, 64, 128) if _estimate(cfg, s, n) <= card_gb), None)
+        parts.append(f"{s}: {f'>= {n} cards' if n else 'no (> 128 cards)'}")
+    return "; ".join(parts)
+
+
+def params(cfg: dict[str, Any]) -> dict[str, Any]:
+    wl = cfg["workload"]
+    lora = wl["method"] == "lora"
+    out = {"workload": "finetune", "method": wl["method"], "attention": wl["attention"], "strategy": strategy(cfg),
+           "batch_size": wl["batch_size"], "grad_accum": wl["grad_accum"], "seq_len": wl["seq_len"],
+           "pack": wl["data"]["pack"], "lr": wl["lr"], "lora_rank": wl["lora"]["rank"] if lora else None,
+           "lora_alpha": wl["lora"]["alpha"] if lora else None, "warmup_steps": wl["warmup_steps"],
+           "repeats": wl["repeats"], "token_budget": wl["token_budget"],
+           "data": wl["data"]["path"] or "pydoc_data", "mem_estimate_gb": None, "mem_fits": None}
+    try:
+        est = _estimate(cfg, out["strategy"], cfg["cards"])
+    except (KeyError, TypeError, ZeroDivisionError):  # bad values are reported by check()
+        return out
+    card_gb = cfg["hardware"]["memory_gb"]
+    out.update(mem_estimate_gb=round(est, 4), mem_fits=None if card_gb is None else est <= card_gb)
+    if card_gb is not None:
+        out["fits_with"] = fits_with(cfg, card_gb)
+    return out
+
+
+def run(cfg: dict[str, Any], ctx) -> Result:
+    from . import data, train
+
+    wl = cfg["workload"]
+    p = params(cfg)
+    if p["mem_fits"] is False and not wl["run_unfit"] and not cfg.get("device_override"):
+        card = cfg["hardware"]["memory_gb"]
+        return Result(samples={}, status="oom",
+                      info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card, "fits_with": p["fits_with"]},
+                      error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights, gradients, optimiser states, "
+                            f"activations) with strategy={p['strategy']} on {cfg['cards']} card(s) exceeds "
+                            f"hardware.memory_gb={card}; fits: {p['fits_with']}; not run (workload.run_unfit=true "
+                            "runs it anyway)")
+    # Tokenised before anything is timed.
+    seqs = data.sequences(data.examples(wl["data"]), data.tokenizer(cfg["model"]), wl["seq_len"], wl["data"]["pack"])
+    batches = data.Batches(seqs, batch=wl["batch_size"], seq_len=wl["seq_len"], rank=ctx.rank, world=ctx.world_size)
+    trainer = train.Trainer(cfg, ctx)
+    ckpt_dir = ctx.workdir / "checkpoint" if wl["checkpoint_every"] and ctx.workdir else None
+    saved = trainer.load(ckpt_dir) if ckpt_dir else None
+    if saved:
+        batches.restore(saved["data_pos"])
+    done = saved["step"] if saved else 0                       # optimiser steps trained so far (all runs)
+    timed: list[tuple] = saved["timed"] if saved else []       # rank 0: (step_s, tokens, samples, loss) per step
+    requeues = saved["requeues"] + 1 if saved else 0
+
+    def one_step() -> tuple[float, int, int, float]:
+        mbs = [batches.next() for _ in range(wl["grad_accum"])]
+        ctx.barrier()
+        t0 = time.perf_counter()
+        loss = trainer.step(mbs)
+        dt = time.perf_counter() - t0
+        return dt, sum(int(mb["attention_mask"].sum()) for mb in mbs), wl["batch_size"] * wl["grad_accum"], loss
+
+    for _ in range(wl["warmup_steps"]):   # also after a resume: the new process is cold
+        one_step()
+        done += 1
+    ctx.device.reset_peak_memory()
+    peak = (cfg["hardware"].get("peak_tflops") or {}).get(cfg["precision"]["peak_key"])
+    peak = None if cfg.get("device_override") else peak
+    flops = fm.train_flops_per_token(cfg["model"]["config"], wl["method"], wl["seq_len"])
+    stopper = noise.Stopper(noise.Settings.of(wl))
+    for t in timed:
+        stopper.add(t[1] / t[0])
+    stop = bool(timed) and stopper.reason is not None and len(timed) >= wl["repeats"]
+    while not stop:
+        ranks = ctx.gather(one_step())
+        done += 1
+        if ranks is not None:   # the job's step: the slowest rank's time, every rank's tokens
+            timed.append((max(r[0] for r in ranks), sum(r[1] for r in ranks), sum(r[2] for r in ranks),
+                          sum(r[3] for r in ranks) / len(ranks)))
+            stop = stopper.add(timed[-1][1] / timed[-1][0])
+        stop = ctx.broadcast(stop)
+        if ckpt_dir and done % wl["checkpoint_every"] == 0 and not stop:
+            trainer.save(ckpt_dir, {"step": done, "data_pos": batches.state(), "timed": timed if ctx.rank == 0
+                                    else [], "requeues": requeues})
+            ctx.barrier()
+    if ckpt_dir:   # measured to the end: a later run of this point (force=true) starts afresh
+        ctx.barrier()
+        if ctx.rank == 0:
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+    shard = ctx.gather(trainer.local_param_bytes())
+    mem = ctx.gather(ctx.device.peak_memory_bytes())
+    if ctx.rank != 0:
+        return Result(samples={})
+    samples: dict[str, list[float]] = {}
+    for step_s, tokens, n, loss in timed:
+        for k, v in fm.step_metrics(tokens=tokens, samples=n, step_s=step_s, budget=wl["token_budget"],
+                                    flops_per_token=flops, peak_tflops=peak, cards=cfg["cards"]).items():
+            samples.setdefault(k, []).append(v)
+        samples.setdefault("loss", []).append(loss)
+    if all(m is not None for m in mem):
+        samples["peak_mem_gb"] = [max(mem) / 1e9]
+    info = {"strategy_run": trainer.strategy, "total_params": trainer.total_params,
+            "trainable_params": trainer.trainable_params, "param_bytes_per_rank": ",".join(map(str, shard)),
+            "param_bytes_total": trainer.total_bytes, "shard_fraction": max(shard) / trainer.total_bytes,
+            "optimizer_steps": done, "timed_steps": len(timed), "requeues": requeues,
+            "sequences": len(seqs), "pad_fraction": 1 - timed[-1][1] / (timed[-1][2] * wl["seq_len"]),
+            "loss_first": timed[0][3], "loss_last": timed[-1][3], "mem_estimate_gb": p["mem_estimate_gb"],
+            "ranks": ctx.world_size}
+    return Result(samples=samples, info=info)

@@ -1,0 +1,107 @@
+"""The fine-tuning workload's metrics: declarations (METRICS), the model arithmetic behind them (trainable
+parameters, training FLOPs per token, memory per card) and the computation of one timed optimiser step."""
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
+from jobs.workloads.inference.model_math import DTYPE_BYTES, parameters
+
+METRICS = MetricSet(
+    workload="finetune",
+    throughput="train_tok_s",
+    work="tokens",
+    keys=("method", "attention", "strategy", "batch_size", "grad_accum", "seq_len", "pack", "lora_rank",
+          "token_budget"),
+    labels=("method", "attention", "strategy"),
+    varied=("seq_len", "batch_size"),
+    overview=("step_time_s", "time_to_budget_min", "peak_mem_gb"),
+    metrics=(
+        Metric("train_tok_s", "tokens/s", "training tokens per second, padding excluded: real (non-pad) tokens of "
+                                          "one optimiser step over all cards / step_time_s", HIGHER,
+               label="training throughput"),
+        Metric("train_samples_s", "samples/s", "sequences of one optimiser step over all cards (batch_size x "
+                                               "grad_accum x cards) / step_time_s", HIGHER, label="samples per second"),
+        Metric("step_time_s", "s", "wall time of one optimiser step after warm-up (grad_accum forward+backward "
+                                   "passes and the optimiser update, device synchronised; slowest card)", LOWER,
+               label="step time"),
+        Metric("time_to_budget_min", "min", "projected time to train on workload.token_budget tokens: "
+                                            "token_budget / train_tok_s / 60 (reads like the paper's minutes)",
+               LOWER, label="time to train"),
+        Metric("mfu", "fraction", "model FLOPs utilisation per card: training FLOPs per token x train_tok_s / cards / "
+                                  "hardware.peak_tflops[precision.peak_key]; training FLOPs per token = 3 x forward "
+                                  "(full) or 2 x forward (lora: no weight gradients of the frozen base), forward = "
+                                  "2 x non-embedding params + 2 x vocab x hidden + 2 x layers x seq_len x heads x "
+                                  "head_dim (causal attention)", HIGHER, label="MFU"),
+        Metric("peak_mem_gb", "GB", "peak memory of the measured runs: device allocator peak on accelerators, "
+                                    "peak resident set size of the process on the CPU (largest over cards)", LOWER,
+               repeat=PER_POINT, label="peak memory"),
+        Metric("loss", "nats/token", "training loss of each timed step (mean cross-entropy over real tokens); a "
+                                     "property of the run, not of the hardware's speed", None, cross_hardware=False,
+               label="loss"),
+    ),
+)
+
+
+def _dims(c: dict[str, Any]) -> dict[str, int]:
+    heads = c["num_attention_heads"]
+    return {"h": c["hidden_size"], "inter": c["intermediate_size"], "layers": c["num_hidden_layers"],
+            "heads": heads, "kv": c.get("num_key_value_heads") or heads,
+            "d": c.get("head_dim") or c["hidden_size"] // heads}
+
+
+def module_shapes(c: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """(in, out) features of each linear layer of one decoder layer, by its name in LLaMA-style models."""
+    x = _dims(c)
+    return {"q_proj": (x["h"], x["heads"] * x["d"]), "k_proj": (x["h"], x["kv"] * x["d"]),
+            "v_proj": (x["h"], x["kv"] * x["d"]), "o_proj": (x["heads"] * x["d"], x["h"]),
+            "gate_proj": (x["h"], x["inter"]), "up_proj": (x["h"], x["inter"]), "down_proj": (x["inter"], x["h"])}
+
+
+def trainable_parameters(c: dict[str, Any], method: str, lora: dict[str, Any] | None = None) -> int:
+    """Every parameter (full), or the LoRA adapters A (r x in) and B (out x r) of each target module."""
+    if method == "full":
+        return parameters(c)
+    shapes = module_shapes(c)
+    per_layer = sum(lora["rank"] * (i + o) for name, (i, o) in shapes.items() if name in lora["target_modules"])
+    return _dims(c)["layers"] * per_layer
+
+
+def train_flops_per_token(c: dict[str, Any], method: str, seq_len: int) -> float:
+    x = _dims(c)
+    embed = c["vocab_size"] * x["h"] * (1 if c.get("tie_word_embeddings") else 2)
+    forward = (2 * (parameters(c, active=True) - embed) + 2 * c["vocab_size"] * x["h"]
+               + 2 * x["layers"] * seq_len * x["heads"] * x["d"])
+    return (3 if method == "full" else 2) * forward
+
+
+def memory_estimate_gb(c: dict[str, Any], dtype: str, *, method: str, lora: dict[str, Any] | None, strategy: str,
+                       cards: int, batch: int, seq_len: int, attention: str, offload: bool = False) -> float:
+    """Per-card bytes (GB) of weights + gradients + AdamW states (two fp32 moments) of the trainable parameters +
+    activations of one micro-batch. zero3 and fsdp shard weights, gradients and states over the cards (ZeRO-3
+    with offload=cpu keeps states and weights in host memory); activations are per card. Activations per layer and
+    token: 34 x hidden x 2 bytes, plus 5 x heads x seq_len x 2 bytes for the materialised attention scores with
+    eager attention (Korthikanti et al. 2022, 16-bit), scaled by dtype bytes / 2."""
+    b = DTYPE_BYTES[dtype]
+    total, trainable = parameters(c), trainable_parameters(c, method, lora)
+    state = total * b + trainable * (b + 8)
+    shard = cards if strategy in ("zero3", "fsdp") else 1
+    if strategy == "zero3" and offload:
+        state = 0.0
+    x = _dims(c)
+    per_token = 34 * x["h"] + (5 * x["heads"] * seq_len if attention == "eager" else 0)
+    act = batch * seq_len * x["layers"] * per_token * b / 2
+    return (state / shard + act) / 1e9
+
+
+def step_metrics(*, tokens: int, samples: int, step_s: float, budget: int, flops_per_token: float | None,
+                 peak_tflops: float | None, cards: int) -> dict[str, float]:
+    """The metrics of one timed optimiser step; `tokens` and `samples` count every card's real work."""
+    if step_s <= 0:
+        raise ValueError(f"step time {step_s} s must be > 0")
+    tok_s = tokens / step_s
+    out = {"step_time_s": step_s, "train_tok_s": tok_s, "train_samples_s": samples / step_s,
+           "time_to_budget_min": budget / tok_s / 60}
+    if flops_per_token and peak_tflops:
+        out["mfu"] = flops_per_token * tok_s / cards / (peak_tflops * 1e12)
+    return out

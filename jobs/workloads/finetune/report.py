@@ -1,0 +1,157 @@
+"""finetune.html, the fine-tuning workload's own report page (found by report.pages.discover next to this code;
+template in templates/): time to train per configuration, the attention kernels' speedups, one card vs sharded,
+the strategies side by side, and the PEARC26 study's published minutes and findings beside the measured ones."""
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from analysis import references
+from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, limit_series, records, to_spec
+from report.pages import Page, label, numeric, rows_for, workload_page_applies
+
+WORKLOAD = "finetune"
+TPUT, MINUTES = "train_tok_s", "time_to_budget_min"
+# What one training configuration is, less what a comparison varies.
+CONFIG = ["hardware", "model", "precision", "method", "attention", "strategy", "cards", "batch_size", "grad_accum",
+          "seq_len", "token_budget"]
+PUBLISHED = "pearc26_finetune_minutes.csv"
+ATTRIBUTION = ("Published figures: Nanda et al., PEARC 2026 (amitashnanda/Voyager_Gaudi_Benchmarks), MIT licence, "
+               "© 2026 Amitash Nanda; minutes read off a figure, approximate")
+# The paper's text findings (analysis/published/README.md), shown beside what the sweep measured.
+FINDINGS = {
+    "generation": "Gaudi2 about 2.6–3.1× faster than Gaudi1; Gaudi3 1.6–2.2× faster than Gaudi2",
+    "attention": "flash attention 7–19% faster (slightly slower on one Gaudi2 card)",
+    "sharding": "Llama-3.3-70B needs at least 4 cards with ZeRO-3 or FSDP; when a model fits on one card, "
+                "sharding is much slower than one card",
+    "strategy": "DeepSpeed ZeRO-3 beat FSDP",
+}
+# The paper fine-tuned Llama-3.1-8B; accelsweep's llama-3-8b has its shapes.
+PAPER_MODELS = {"Llama-3.1-8B": "llama-3-8b"}
+
+
+def _ok(table: pd.DataFrame) -> pd.DataFrame:
+    if table.empty or "status" not in table or TPUT not in table:
+        return table.iloc[0:0]
+    ok = table[table["status"].eq("ok")].copy()
+    ok[TPUT] = numeric(ok, TPUT)
+    ok[MINUTES] = numeric(ok, MINUTES)
+    return ok.dropna(subset=[TPUT])
+
+
+def _configs(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Median throughput and minutes per configuration (several sweeps of one point: their median)."""
+    keys = [k for k in keys if k in ok]
+    return ok.groupby(keys, dropna=False, sort=True).agg(tok_s=(TPUT, "median"), minutes=(MINUTES, "median"),
+                                                         mem=("peak_mem_gb", "median") if "peak_mem_gb" in ok
+                                                         else (TPUT, "size")).reset_index()
+
+
+def _plain(v: Any) -> Any:
+    """2.0 -> 2 (integer columns come back as floats from a table with gaps)."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def time_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    data = _configs(ok, CONFIG)
+    return [{**{k: _plain(r[k]) for k in CONFIG if k in r}, "tok_s": fmt_num(r["tok_s"]), "minutes": fmt_num(r["minutes"]),
+             "mem": fmt_num(r["mem"])} for _, r in data.sort_values("minutes").iterrows()]
+
+
+def ratio_rows(ok: pd.DataFrame, vary: str, base: Any, others: list[Any] | None = None,
+               base_where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Throughput of each configuration over that of the same configuration with `vary`=`base` (and the
+    `base_where` columns at those values): the speedup of a kernel, a strategy, a card count."""
+    fixed = [k for k in CONFIG if k != vary and k not in (base_where or {})]
+    data = _configs(ok, CONFIG)
+    if vary not in data:
+        return []
+    is_base = data[vary].eq(base)
+    for k, v in (base_where or {}).items():
+        is_base &= data[k].eq(v)
+    ref = data[is_base].set_index([k for k in fixed if k in data])["tok_s"]
+    rows = []
+    for _, r in data[~is_base].iterrows():
+        if others is not None and r[vary] not in others:
+            continue
+        key = tuple(r[k] for k in fixed if k in data)
+        if key not in ref.index:
+            continue
+        b = float(ref.loc[key]) if not isinstance(ref.loc[key], pd.Series) else float(ref.loc[key].median())
+        rows.append({**{k: _plain(r[k]) for k in CONFIG if k in r}, "base": base, "tok_s": fmt_num(r["tok_s"]),
+                     "base_tok_s": fmt_num(b), "speedup": fmt_num(r["tok_s"] / b), "_speedup": r["tok_s"] / b})
+    return rows
+
+
+def published() -> pd.DataFrame:
+    try:
+        pub = pd.read_csv(references.REFERENCES / PUBLISHED)
+    except OSError:
+        return pd.DataFrame(columns=["model", "method", "hardware", "cards", "minutes_approx"])
+    return pub.assign(model=pub["model"].map(lambda m: PAPER_MODELS.get(m, m)))
+
+
+def published_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every published figure, with the measured minutes of matching points (LoRA, bf16, hardware, cards)."""
+    data = _configs(ok[numeric(ok, MINUTES).notna()], ["hardware", "model", "precision", "method", "cards"]) \
+        if not ok.empty else pd.DataFrame()
+    rows = []
+    for _, p in published().iterrows():
+        m = data[(data["hardware"].astype(str) == p["hardware"]) & (data["model"].astype(str) == p["model"])
+                 & (data["method"] == p["method"]) & (data["cards"] == p["cards"])
+                 & data["precision"].astype(str).eq("bf16")] if not data.empty else data
+        measured = float(m["minutes"].median()) if len(m) else float("nan")
+        rows.append({"hardware": p["hardware"], "model": p["model"], "method": p["method"], "cards": int(p["cards"]),
+                     "published": fmt_num(p["minutes_approx"]), "measured": fmt_num(measured)})
+    return rows
+
+
+def time_chart(ok: pd.DataFrame) -> Chart:
+    title = "Time to train the token budget, per configuration"
+    if ok.empty:
+        return empty_chart("ft-time", title)
+    fields = [f for f in ("hardware", "model", "precision", "method", "attention") if f in ok]
+    data = _configs(ok, [*fields, "strategy", "cards"])
+    data["series"] = label(data, fields)
+    data["setup"] = label(data, ["strategy", "cards"])
+    data, shown, total = limit_series(data, "tok_s", ["series"])
+    chart = alt.Chart(alt.Data(values=records(data[["series", "setup", "minutes", "tok_s"]]))).mark_bar().encode(
+        x=alt.X("minutes:Q", title="projected minutes for workload.token_budget (median)"),
+        y=alt.Y("setup:N", title="strategy · cards"), yOffset="series:N",
+        color=color("series", "configuration"),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("setup:N"), alt.Tooltip("minutes:Q", format=",.4~g"),
+                 alt.Tooltip("tok_s:Q", title="tokens/s", format=",.4~g")],
+    ).properties(width=WIDTH, height=HEIGHT, title=title)
+    best = data.loc[data["minutes"].idxmin()]
+    summary = (f"fastest: {best['series']} · {best['setup']}, {fmt_num(best['minutes'])} min "
+               f"({fmt_num(best['tok_s'])} tokens/s); {total} series"
+               + (f", {shown} drawn" if shown < total else ""))
+    return Chart("ft-time", title, summary, to_spec(base_config(chart)))
+
+
+def charts(table: pd.DataFrame) -> list[Chart]:
+    return [time_chart(_ok(rows_for(table, WORKLOAD)))]
+
+
+def context(table: pd.DataFrame) -> dict[str, Any]:
+    table = rows_for(table, WORKLOAD)
+    ok = _ok(table)
+    n_ok = int(table["status"].eq("ok").sum()) if "status" in table else 0
+    oom = table[table["status"].eq("oom")] if "status" in table else table.iloc[0:0]
+    return {
+        "n_points": len(table), "n_ok": n_ok, "time_rows": time_rows(ok) if len(ok) else [],
+        "attention_rows": ratio_rows(ok, "attention", "eager") + ratio_rows(ok, "attention", "sdpa", ["flash"])
+        if len(ok) else [],
+        "sharding_rows": ratio_rows(ok, "strategy", "none", base_where={"cards": 1}) if len(ok) else [],
+        "strategy_rows": ratio_rows(ok, "strategy", "ddp", ["fsdp", "zero3"]) if len(ok) else [],
+        "oom_rows": [{k: r.get(k) for k in ("hardware", "model", "method", "strategy", "cards", "mem_estimate_gb",
+                                            "fits_with")} for _, r in oom.iterrows()],
+        "published_rows": published_rows(ok), "findings": FINDINGS, "attribution": ATTRIBUTION,
+    }
+
+
+PAGE = Page(slug="finetune", title="Fine-tuning", template="finetune.html", context=context, charts=charts,
+            applies=workload_page_applies(WORKLOAD), order=11, workload=WORKLOAD,
+            link=lambda row: "finetune.html#time")

@@ -1,0 +1,182 @@
+"""The model being trained, its strategy and one optimiser step.
+
+none: one card. ddp: torch DistributedDataParallel, a full replica per card. fsdp: torch FSDP2 `fully_shard`
+(FULL_SHARD: parameters, gradients and optimiser states sharded), each decoder layer one unit. zero3: DeepSpeed
+ZeRO (stage and offload from the point) around a torch AdamW. Gaudi: optimum-habana adapts the model classes
+(flash attention through its `use_flash_attention`), and the lazy-mode graph is cut after backward and step.
+Heavy imports live here and only run on the node.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from jobs.models import build_causal_lm
+
+ATTENTION = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
+
+
+def deepspeed_config(wl: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """The DeepSpeed config of a point: its micro-batch, accumulation, ZeRO stage and offload."""
+    zero: dict[str, Any] = {"stage": wl["zero3"]["stage"]}
+    if wl["zero3"]["offload"] == "cpu":
+        zero["offload_optimizer"] = {"device": "cpu"}
+        if zero["stage"] == 3:
+            zero["offload_param"] = {"device": "cpu"}
+    return {"train_micro_batch_size_per_gpu": wl["batch_size"], "gradient_accumulation_steps": wl["grad_accum"],
+            "zero_optimization": zero, "bf16": {"enabled": dtype == "bfloat16"},
+            "fp16": {"enabled": dtype == "float16"}, "zero_allow_untested_optimizer": True,
+            "steps_per_print": 1 << 30, "wall_clock_breakdown": False}
+
+
+class Trainer:
+    def __init__(self, cfg: dict[str, Any], ctx):
+        wl = cfg["workload"]
+        self.wl, self.ctx, self.device = wl, ctx, ctx.device
+        self.strategy = wl["strategy"] if cfg["cards"] > 1 else "none"
+        self.hpu = ctx.device.kind == "hpu"
+        dtype = getattr(torch, cfg["precision"]["dtype"])
+        self.forward_kwargs: dict[str, Any] = {}
+        if self.hpu:   # optimum-habana's model classes (fused kernels, flash attention) replace transformers'
+            from optimum.habana.transformers.modeling_utils import adapt_transformers_to_gaudi
+
+            adapt_transformers_to_gaudi()
+            if wl["attention"] == "flash":
+                self.forward_kwargs["use_flash_attention"] = True
+        model = build_causal_lm(cfg["model"], dtype, ctx.device.torch_device, seed=cfg["seed"])
+        if not (self.hpu and wl["attention"] == "flash"):
+            model.set_attn_implementation(ATTENTION[wl["attention"]])
+        model.config.use_cache = False
+        model.train()
+        if wl["method"] == "lora":
+            import peft
+
+            lora = wl["lora"]
+            model = peft.get_peft_model(model, peft.LoraConfig(
+                r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+                target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM"))
+        self.total_params = sum(p.numel() for p in model.parameters())
+        self.total_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        self.trainable_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        self.engine = None
+        if self.strategy == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [ctx.device.index] if ctx.device.kind in ("cuda", "rocm") else None
+            model = DistributedDataParallel(model, device_ids=ids)
+        elif self.strategy == "fsdp":
+            from torch.distributed.fsdp import fully_shard
+
+            for layer in _decoder_layers(model):
+                fully_shard(layer)
+            fully_shard(model)
+        self.model = model
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=wl["lr"])
+        if self.strategy == "zero3":
+            if ctx.device.kind == "cpu":
+                os.environ.setdefault("DS_ACCELERATOR", "cpu")   # before deepspeed is imported
+            import deepspeed
+
+            self.engine, self.optimizer, _, _ = deepspeed.initialize(
+                model=model, optimizer=self.optimizer, config=deepspeed_config(wl, cfg["precision"]["dtype"]))
+            self.model = self.engine
+
+    def _mark_step(self) -> None:
+        if self.hpu:
+            import habana_frameworks.torch.core as htcore
+
+            htcore.mark_step()
+
+    def step(self, micro_batches: list[dict[str, torch.Tensor]]) -> float:
+        """One optimiser step over `micro_batches`; returns the mean loss (per real token) of this rank."""
+        dev = self.device.torch_device
+        losses = []
+        for i, mb in enumerate(micro_batches):
+            mb = {k: v.to(dev) for k, v in mb.items()}
+            last = i == len(micro_batches) - 1
+            if self.engine is not None:   # DeepSpeed scales, accumulates and steps at the boundary itself
+                loss = self.engine(**mb, **self.forward_kwargs).loss
+                self.engine.backward(loss)
+                self.engine.step()
+            else:
+                sync = self.model.no_sync() if self.strategy == "ddp" and not last else contextlib.nullcontext()
+                if self.strategy == "fsdp":   # reduce-scatter gradients once, on the last micro-batch
+                    self.model.set_requires_gradient_sync(last)
+                with sync:
+                    loss = self.model(**mb, **self.forward_kwargs).loss
+                    (loss / len(micro_batches)).backward()
+            self._mark_step()
+            losses.append(float(loss.detach()))
+        if self.engine is None:
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self._mark_step()
+        self.device.synchronize()
+        return sum(losses) / len(losses)
+
+    def local_param_bytes(self) -> int:
+        """Bytes of the parameters this rank holds: its shard under fsdp and zero3, everything otherwise."""
+        total = 0
+        for p in self.model.parameters():
+            if hasattr(p, "ds_tensor"):           # DeepSpeed ZeRO-3 partition
+                total += p.ds_tensor.numel() * p.ds_tensor.element_size()
+            elif hasattr(p, "to_local"):          # FSDP2 DTensor shard
+                local = p.to_local()
+                total += local.numel() * local.element_size()
+            else:
+                total += p.numel() * p.element_size()
+        return total
+
+    # ---------------------------------------------------------------- checkpoints (requeue)
+
+    def save(self, directory: Path, extra: dict[str, Any]) -> None:
+        """This rank's part of a resumable checkpoint: trainable weights, optimiser state and `extra`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        if self.engine is not None:
+            self.engine.save_checkpoint(str(directory / "deepspeed"), tag="last",
+                                        exclude_frozen_parameters=True)
+            state = {}
+        else:
+            state = {"model": {k: v for k, v in _unwrapped(self.model).state_dict().items()
+                               if k in self._trainable_names()},
+                     "optimizer": self.optimizer.state_dict()}
+        tmp = directory / f"rank{self.ctx.rank}.pt.tmp"
+        torch.save({**state, "extra": extra}, tmp)
+        tmp.replace(directory / f"rank{self.ctx.rank}.pt")
+
+    def load(self, directory: Path) -> dict[str, Any] | None:
+        """The `extra` of the checkpoint in `directory` after restoring it; None when there is none."""
+        path = directory / f"rank{self.ctx.rank}.pt"
+        if not path.is_file():
+            return None
+        state = torch.load(path, map_location=self.device.torch_device, weights_only=False)
+        if self.engine is not None:
+            self.engine.load_checkpoint(str(directory / "deepspeed"), tag="last", load_module_strict=False)
+        else:
+            _unwrapped(self.model).load_state_dict(state["model"], strict=False)
+            self.optimizer.load_state_dict(state["optimizer"])
+        return state["extra"]
+
+    def _trainable_names(self) -> set[str]:
+        return {n for n, p in _unwrapped(self.model).named_parameters() if p.requires_grad}
+
+
+def _unwrapped(model):
+    return getattr(model, "module", model) if type(model).__name__ == "DistributedDataParallel" else model
+
+
+def _decoder_layers(model) -> list[torch.nn.Module]:
+    """The transformer blocks (FSDP's wrapping unit): the modules listed in the model's `_no_split_modules`."""
+    names = set(getattr(getattr(model, "base_model", model), "_no_split_modules", None) or [])
+    names |= set(getattr(getattr(getattr(model, "base_model", model), "model", model), "_no_split_modules", None)
+                 or [])
+    layers = [m for m in model.modules() if type(m).__name__ in names]
+    if not layers:
+        raise ValueError(f"fsdp: found no transformer layers ({sorted(names) or 'no _no_split_modules'}) to wrap "
+                         f"in {type(model).__name__}")
+    return layers
