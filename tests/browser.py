@@ -9,8 +9,9 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 
 
 def check_pages(paths: list[Path], shots: Path) -> None:
-    """Every chart has an SVG or canvas and an export menu; no console errors or warnings (Vega-Lite warns
-    about specs it has to patch up, e.g. conflicting legends), no dialogs and no network requests."""
+    """Every chart has an SVG or canvas and an export menu; no two texts of a chart overlap (text_overlaps); no
+    console errors or warnings (Vega-Lite warns about specs it has to patch up, e.g. conflicting legends), no
+    dialogs and no network requests."""
     from playwright import sync_api
 
     with sync_api.sync_playwright() as pw:
@@ -33,7 +34,9 @@ def check_pages(paths: list[Path], shots: Path) -> None:
                     assert page.locator(".vega-chart details.vega-actions, .vega-chart .vega-actions").count() == n
                 page.wait_for_timeout(300)
                 page.screenshot(path=str(shots / f"{path.parent.name}-{path.stem}.png"), full_page=True)
+                overlaps = text_overlaps(page)
                 page.close()
+                assert not overlaps, (path.name, overlaps)
                 assert not errors, (path.name, errors)
                 assert not dialogs, (path.name, dialogs)
                 bad = [u for u in requests if not u.startswith(("file:", "data:", "about:"))]

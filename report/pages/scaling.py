@@ -215,6 +215,13 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     message = (NO_DATA if ok.empty else NO_MULTI if multi.empty else
                "no multi-card point has a 1-card point with otherwise equal parameters, so no efficiency is "
                "defined" if n_orphans == len(multi) else "")
+    if n_orphans and "cpu_threads_per_rank" in ok:   # analysis.derived pairs only equal per-card threads
+        by_cards = ok.groupby(ok["cards"].astype(int))["cpu_threads_per_rank"].agg(_joined)
+        if by_cards.nunique() > 1:
+            message = " ".join(filter(None, [message and message + ".", "CPU threads per card differ between card "
+                               "counts (" + "; ".join(f"{t} on {c} card{'s' if c != 1 else ''}"
+                                                       for c, t in by_cards.items()) + "), and efficiency compares "
+                               "only points with equal threads per card (like for like)."]))
     groups = list(_groups(data))
     sections = []
     for wl in sorted({g[1] for g in groups}):

@@ -18,8 +18,7 @@ from report.pages import MAX_ROWS, Page, by_workload, label, numeric, workload_f
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
-            "generations of one family (e.g. a100 and h100); sweep hardware=a100,h100 (or h100,h200, gaudi2,gaudi3, "
-            "mi250,mi300x) to fill this")
+            "generations of one family (e.g. a100 and h100); sweep hardware=a100,h100 to fill this")
 
 
 def chart_id(workload: str, family: str) -> str:
