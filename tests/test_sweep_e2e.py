@@ -51,7 +51,7 @@ def test_example_sweep_records_table_report(example, tmp_path):
     assert table.loc[table.cards == 1, "scaling_efficiency"].eq(1.0).all()
     one = table[table.cards == 1].set_index(["batch_size", "shape"])["throughput_out_tok_s"]
     for _, row in table[table.cards == 2].iterrows():
-        x1 = one[(row.batch_size, row.shape)]
+        x1 = one[(row["batch_size"], row["shape"])]   # row.shape is the Series's own shape
         assert row.scaling_efficiency == pytest.approx(row.throughput_out_tok_s / (2 * x1))
         rec = next(r for r in recs if r["point_id"] == row.point_id)
         assert row.throughput_out_tok_s == rec["metrics"]["throughput_out_tok_s"]["median"]
