@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 # The defaults of the workload config's `noise` block (hydra_conf/workload/*.yaml repeats them; a test checks).
-DEFAULTS = {"target": 0.05, "confidence": 0.95, "max_repeats": 30, "max_seconds": 120.0}
+DEFAULTS = {"target": 0.05, "confidence": 0.95, "max_repeats": 30, "max_seconds": 5.0}
 
 
 @dataclass(frozen=True)

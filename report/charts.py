@@ -131,6 +131,44 @@ def color(field: str, title: str) -> alt.Color:
     return alt.Color(f"{field}:N", title=title, scale=alt.Scale(range=PALETTE))
 
 
+# Point shapes cycled beside the colours: 8 colours x 7 shapes name 56 series apart without hovering.
+SHAPES = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-right"]
+
+
+def series_marks(field: str, title: str) -> dict[str, Any]:
+    """Colour and point shape both from `field`, so every series (every combination of the swept parameters
+    its label names) is told apart in the chart and one legend lists them."""
+    legend = alt.Legend(labelLimit=360, titleLimit=360, symbolLimit=MAX_SERIES * 2)
+    return {"color": alt.Color(f"{field}:N", title=title, scale=alt.Scale(range=PALETTE), legend=legend),
+            "shape": alt.Shape(f"{field}:N", title=title, scale=alt.Scale(range=SHAPES), legend=legend)}
+
+
+def series_stroke(field: str) -> alt.Stroke:
+    """The colour of `field`'s series for lines and bars beside series_marks' points: the stroke channel with the
+    same palette and domain but no legend, so the points' colour and shape make one legend (Vega-Lite merges
+    legends only within one channel set)."""
+    return alt.Stroke(f"{field}:N", scale=alt.Scale(range=PALETTE), legend=None)
+
+
+def spread_text(p10: Any, p90: Any, n: Any) -> str:
+    """'p10–p90 a–b, n=3' from what was recorded ('' when nothing was)."""
+    parts = []
+    if p10 is not None and p90 is not None and pd.notna(p10) and pd.notna(p90):
+        parts.append(f"p10–p90 {fmt_num(p10)}–{fmt_num(p90)}")
+    if n is not None and pd.notna(n):
+        parts.append(f"n={int(n)}")
+    return ", ".join(parts)
+
+
+def fill_hint(values: Any, what: str, sweep: str) -> str:
+    """' Only one <what> (v): sweep <key>=a,b to fill this.' when the chart's x axis has a single value."""
+    values = sorted({v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))})
+    if len(values) != 1:
+        return ""
+    v = values[0]
+    return f" Only one {what} ({int(v) if isinstance(v, float) and v.is_integer() else v}): sweep {sweep} to fill this."
+
+
 def base_config(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     return chart.configure_axis(labelFontSize=11, titleFontSize=12).configure_title(fontSize=14, anchor="start")
 

@@ -248,8 +248,10 @@ def test_speedup_page_with_pair(tmp_path):
     assert NO_PAIRS not in text and "<th>new (tokens/s)</th>" in text
     spec = json.loads(re.search(rf'id="{speedup_id("inference", "nvidia-test")}-spec">(.*?)</script>', text,
                                 re.S).group(1))
-    values = spec["layer"][0]["data"]["values"]
+    values = spec["data"]["values"]   # embedded once, shared by the bars and interval layers
     assert {v["pair"] for v in values} == {"a100 → h100"}
+    bars = spec["layer"][0]["encoding"]
+    assert bars["color"]["field"] == "series" and bars["xOffset"]["field"] == "series"   # one colour per bar
     assert all(v["speedup"] == 4.0 and v["tput"] == 4 * v["tput_prev"] for v in values)
     assert "best 4× (a100 → h100" in text
 
@@ -363,8 +365,8 @@ def test_scaling_page_keeps_strong_and_weak_apart(tmp_path, toy_workload):
     assert "Cards (accelerators, count)" in spec and "T(1) / (N·T(N)) (ratio, 1 = ideal)" in spec
     assert json.dumps(PALETTE) in spec
     assert "Strong scaling — inference · h100 · tiny-llama" in text
-    assert "at 4 cards: best 0.625 (fp32 · 32x32 · batch 8); 0 of 1 series at or above 0.8." in text
-    assert "at 4 cards: best 1 (fp32 · 32x32 · batch 8); 1 of 1 series at or above 0.8." in text
+    assert "at 4 cards: best 0.625 (fp32 · 32x32 · batch 8, n=3); 0 of 1 series at or above 0.8." in text
+    assert "at 4 cards: best 1 (fp32 · 32x32 · batch 8, n=3); 1 of 1 series at or above 0.8." in text
 
     index = (site / "index.html").read_text()
     assert "Best strong scaling efficiency at the largest card count (4 cards): 0.625" in index

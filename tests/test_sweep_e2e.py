@@ -10,7 +10,7 @@ import pytest
 from jobs import records
 from tests.browser import CHROMIUM, check_pages
 
-EXAMPLE = ["-m", "hardware=cpu", "cards=1,2", "model=tiny-llama,tiny-mistral", "precision=fp32,bf16"]
+EXAMPLE = ["-m", "hardware=cpu", "cards=1,2", "workload.batch_size=1,4", "workload.shape=16x16,64x64"]
 
 
 def sweep(cwd, *args, check=True):
@@ -49,9 +49,9 @@ def test_example_sweep_records_table_report(example, tmp_path):
             assert len(pinned) == r["params"]["cards"] == len(set(pinned)) and "none" not in pinned
     # definitions, not timings: efficiency = X(2) / (2 X(1)) on the recorded medians of the alike 1-card point
     assert table.loc[table.cards == 1, "scaling_efficiency"].eq(1.0).all()
-    one = table[table.cards == 1].set_index(["model", "precision"])["throughput_out_tok_s"]
+    one = table[table.cards == 1].set_index(["batch_size", "shape"])["throughput_out_tok_s"]
     for _, row in table[table.cards == 2].iterrows():
-        x1 = one[(row.model, row.precision)]
+        x1 = one[(row["batch_size"], row["shape"])]   # row.shape is the Series's own shape
         assert row.scaling_efficiency == pytest.approx(row.throughput_out_tok_s / (2 * x1))
         rec = next(r for r in recs if r["point_id"] == row.point_id)
         assert row.throughput_out_tok_s == rec["metrics"]["throughput_out_tok_s"]["median"]
@@ -74,8 +74,8 @@ def test_resume_skips_measured_and_failures_do_not_stop_others(example, tmp_path
     empty.mkdir()
     (empty / "config.json").write_text("{}")
     # model.path is not part of a point's id, init is: the two random points are already measured
-    proc = sweep(cwd, "-m", "model=tiny-llama", "precision=fp32", "cards=1,2", "model.init=random,pretrained",
-                 f"model.path={empty}", check=False)
+    proc = sweep(cwd, "-m", "workload.batch_size=1", "workload.shape=16x16", "cards=1,2",
+                 "model.init=random,pretrained", f"model.path={empty}", check=False)
     out = proc.stdout
     assert "2 already measured (skipped), 2 to run" in out, out
     assert "[1/2] failed" in out and "[2/2] failed" in out

@@ -121,6 +121,15 @@ def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     return out if len(frame) else pd.Series(dtype=str)
 
 
+def split_fields(frame: pd.DataFrame, fields: list[str]) -> tuple[list[str], str]:
+    """(the fields that take several values in `frame`, a label of the ones every row shares): a chart's
+    series name only what varies; what is fixed goes once into its subtitle."""
+    present = [f for f in fields if f in frame]
+    varying = [f for f in present if frame[f].nunique(dropna=False) > 1]
+    fixed = [f for f in present if f not in varying]
+    return varying, (label(frame.head(1), fixed).iloc[0] if fixed and len(frame) else "")
+
+
 def _workload_page_modules() -> list[str]:
     """`<workload package>.report` of every registered workload that has one."""
     found = []

@@ -29,11 +29,17 @@ SUPERLINEAR_CAUSES = ("the per-card work fitting a faster level of cache or memo
                       "or a slow 1-card measurement")
 
 
-def _cell(value: Any, numeric: bool) -> str:
-    if numeric:
+def _cell(value: Any, kind: str) -> str:
+    if kind == "num":
         return fmt_num(value)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "—"
+    if kind == "pct":
+        return fmt_num(100 * float(value), 2)
+    if kind == "count":
+        return str(int(value))
+    if kind == "flag":
+        return "yes" if bool(value) else "no"
     return str(value)
 
 
@@ -159,8 +165,36 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     for ms in sets:
         for name in (ms.throughput, *ms.overview):
             metrics.setdefault(name, ms.get(name))
-    return [*params, ("status", "status", None, "status"),
-            *[(m.name, m.title, m.unit, "num") for m in metrics.values() if m.name in table]]
+    if "cpu_threads_per_rank" in table:   # like for like: the CPU threads every rank (card) ran with
+        params.append(("cpu_threads_per_rank", "CPU threads per card", None, "text"))
+    spread = []   # how well each main throughput's median is known (jobs.noise): n, CV, its interval, stable
+    for ms in sets:
+        t = ms.throughput
+        spread += [(c, h, None, kind) for c, h, kind in ((f"{t}_n", "n (repeats)", "count"), (f"{t}_cv", "CV (%)", "pct"),
+                                                         (f"{t}{CI}", "95% interval of median", "text"))
+                   if c in table or (c == f"{t}{CI}" and f"{t}_ci_lo" in table)]
+    if "stable" in table:
+        spread.append(("stable", "stable", None, "flag"))
+    out = [*params, ("status", "status", None, "status")]
+    for m in metrics.values():
+        if m.name in table:
+            out.append((m.name, m.title, m.unit, "num"))
+            out += [c for c in spread if c[0].startswith(f"{m.name}_")]
+    return out + [c for c in spread if c[0] == "stable"]
+
+
+CI = "_ci_text"   # suffix of the interval column the points table shows (built in context)
+
+
+def _with_intervals(table: pd.DataFrame) -> pd.DataFrame:
+    """The table plus, per main throughput with an interval, a '<lo>–<hi>' text column."""
+    extra = {}
+    for ms in workload_sets(table):
+        lo, hi = f"{ms.throughput}_ci_lo", f"{ms.throughput}_ci_hi"
+        if lo in table and hi in table:
+            extra[f"{ms.throughput}{CI}"] = [f"{fmt_num(a)}–{fmt_num(b)}" if pd.notna(a) and pd.notna(b) else "—"
+                                             for a, b in zip(table[lo], table[hi])]
+    return table.assign(**extra)
 
 
 def versions(table: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
@@ -191,9 +225,10 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     columns = table_columns(table)
     headers = [f"{name} ({unit})" if unit else name for _, name, unit, _ in columns]
     rows = []
-    for _, r in table.head(MAX_ROWS).iterrows():
+    for _, r in _with_intervals(table.head(MAX_ROWS)).iterrows():
         rows.append({"status": str(r.get("status")), "point_id": r.get("point_id"),
-                     "cells": [(_cell(r.get(c), kind == "num"), kind) for c, _, _, kind in columns]})
+                     "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") else kind)
+                               for c, _, _, kind in columns]})
     version_headers, version_rows = versions(table)
     return {"sweeps": sweeps, "status_counts": [(str(k), int(v)) for k, v in counts.items()],
             "total": len(table), "headers": headers, "rows": rows, "headlines": headlines(table),

@@ -16,7 +16,7 @@ from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, limit_series,
-                           records, series_note, to_spec)
+                           records, series_marks, series_note, series_stroke, to_spec)
 from report.pages import Page, by_workload, label, numeric, workload_fields
 
 EFF = SCALING_EFFICIENCY
@@ -75,18 +75,39 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "kind": _text(ok, "scaling", UNKNOWN).str.lower(),
         "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float), "tput": basis(ok),
         "eff_lo": numeric(ok, f"{EFF}_lo"), "eff_hi": numeric(ok, f"{EFF}_hi"),
+        "n": numeric(ok, f"{ms.throughput}_n"), "threads": numeric(ok, "cpu_threads_per_rank"),
         "series": label(ok, fields).to_numpy() if fields else "all points",
         "legend": " · ".join(fields) or "series"})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
-    # An interval bound is unknown (NaN) where any of the points lacks it.
-    out = (data.assign(lo_na=data["eff_lo"].isna(), hi_na=data["eff_hi"].isna())
+    # An interval bound (or n) is unknown (NaN) where any (all) of the points lacks it.
+    out = (data.assign(lo_na=data["eff_lo"].isna(), hi_na=data["eff_hi"].isna(), n_na=data["n"].isna())
            .groupby(["workload", "hardware", "model", "kind", "series", "legend", "cards"], sort=True)
            .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"), eff_lo=("eff_lo", "min"),
-                eff_hi=("eff_hi", "max"), lo_na=("lo_na", "any"), hi_na=("hi_na", "any"))
+                eff_hi=("eff_hi", "max"), lo_na=("lo_na", "any"), hi_na=("hi_na", "any"), n=("n", "sum"),
+                n_na=("n_na", "all"), threads=("threads", _joined))
            .reset_index())
     out["eff_lo"] = out["eff_lo"].mask(out.pop("lo_na"))
     out["eff_hi"] = out["eff_hi"].mask(out.pop("hi_na"))
+    out["n"] = out["n"].mask(out.pop("n_na"))
     return out
+
+
+def _joined(values: pd.Series) -> str:
+    """The distinct values of a column as text ('' when none was recorded), e.g. the CPU threads per card."""
+    return ", ".join(fmt_num(v) for v in sorted(values.dropna().unique()))
+
+
+def threads_note(d: pd.DataFrame) -> str:
+    """' CPU threads per card: 1 on every card count.' or the unequal counts by card count (not like for like)."""
+    by_cards = {int(c): t for c, t in d.groupby("cards")["threads"].agg(lambda v: ", ".join(sorted(set(v) - {""})))
+                .items() if t}
+    if not by_cards:
+        return " CPU threads per card not recorded."
+    if len(set(by_cards.values())) == 1 and "," not in next(iter(by_cards.values())):
+        return f" CPU threads per card: {next(iter(by_cards.values()))} on every card count."
+    return (" CPU threads per card differ: " + "; ".join(f"{t} on {c} card{'s' if c != 1 else ''}"
+                                                          for c, t in sorted(by_cards.items()))
+            + " (not like for like).")
 
 
 def kinds(data: pd.DataFrame) -> list[str]:
@@ -115,18 +136,32 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
     # one colour per series: at most len(PALETTE) of them
     d, shown, total = limit_series(d.assign(score=d["series"].map(last)), "score", ["series"], k=len(PALETTE))
 
-    values = records(d[["cards", "eff", "tput", "series", "points"]])
+    # the interval bars of the series at one card count sit side by side, not on one vertical line
+    order = {name: i for i, name in enumerate(sorted(d["series"].unique()))}
+    step = 0.015 * (d["cards"].max() - 1 or 1)
+    d = d.assign(bar_x=d["cards"] + (d["series"].map(order) - (len(order) - 1) / 2) * step)
+    values = records(d[["cards", "bar_x", "eff", "eff_lo", "eff_hi", "tput", "series", "points", "n"]])
     legend = str(d["legend"].iloc[0])
-    x = alt.X("cards:Q", title="Cards (accelerators, count)", scale=alt.Scale(domainMin=1, nice=False),
+    # padding keeps the largest card count clear of the reference-line labels at the right edge
+    cards_scale = alt.Scale(domainMin=1, nice=False, padding=64)
+    x = alt.X("cards:Q", title="Cards (accelerators, count)", scale=cards_scale,
               axis=alt.Axis(values=sorted(int(c) for c in d["cards"].unique()), format="d"))
     y = alt.Y("eff:Q", title=f"Scaling efficiency, {formula} (ratio, 1 = ideal)", scale=alt.Scale(domainMin=0))
-    col = alt.Color("series:N", title=legend, scale=alt.Scale(range=PALETTE), legend=alt.Legend(labelLimit=320))
+    marks = series_marks("series", legend)
     tooltip = [alt.Tooltip("series:N", title=legend), alt.Tooltip("cards:Q", title="cards"),
                alt.Tooltip("eff:Q", title="efficiency", format=".3f"),
+               alt.Tooltip("eff_lo:Q", title="95% interval, low", format=".3f"),
+               alt.Tooltip("eff_hi:Q", title="95% interval, high", format=".3f"),
                alt.Tooltip("tput:Q", title=f"median {ms.main.title} ({ms.main.unit})", format=",.4~g"),
-               alt.Tooltip("points:Q", title="points")]
-    lines = alt.Chart().mark_line(point=alt.OverlayMarkDef(filled=True, size=60)).encode(
-        x=x, y=y, color=col, tooltip=tooltip)   # inherits the layer's data, so the values are embedded once
+               alt.Tooltip("n:Q", title="repeats (n)"), alt.Tooltip("points:Q", title="points")]
+    base = alt.Chart()   # the layers inherit the layer's data, so the values are embedded once
+    lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N")
+    dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
+    layers = [lines, dots]
+    has_ci = d["eff_lo"].notna().any()
+    if has_ci:   # the bootstrap interval of each efficiency (analysis.derived)
+        layers.insert(0, base.mark_rule(strokeWidth=2, opacity=0.6).encode(
+            x=alt.X("bar_x:Q", scale=cards_scale), y="eff_lo:Q", y2="eff_hi:Q", stroke=series_stroke("series")))
     refs = alt.Data(values=[{"y": 1.0, "label": "ideal 1.0", "dash": False},
                             {"y": GOOD, "label": f"{GOOD:g}", "dash": True}])
     ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(y="y:Q")
@@ -134,14 +169,32 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
         color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y="y:Q")
     texts = alt.Chart(refs).mark_text(align="right", dx=-4, dy=-6, color="#555").encode(
         x=alt.value(WIDTH), y="y:Q", text="label:N")
-    chart = base_config(alt.layer(ideal, good, texts, lines, data=alt.Data(values=values)).properties(
+    chart = base_config(alt.layer(ideal, good, texts, *layers, data=alt.Data(values=values)).properties(
         width=WIDTH, height=HEIGHT,
-        title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card; "
-                                    f"solid: ideal 1.0; dashed: {GOOD:g}")))
-    summary = (f"at {top} cards: best {fmt_num(b['eff'])} ({b['series']})"
-               + (f", worst {fmt_num(w['eff'])} ({w['series']})" if len(at) > 1 else "")
-               + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + series_note(shown, total))
+        title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card"
+                                    + ("; bars: 95% bootstrap interval" if has_ci else "")
+                                    + f"; solid: ideal 1.0; dashed: {GOOD:g}")))
+    summary = (f"at {top} cards: best {fmt_num(b['eff'])} ({b['series']}{_interval(b)})"
+               + (f", worst {fmt_num(w['eff'])} ({w['series']}{_interval(w)})" if len(at) > 1 else "")
+               + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + _superlinear(d)
+               + threads_note(d) + series_note(shown, total))
     return Chart(chart_id(kind, workload, hw, model), t, summary, to_spec(chart))
+
+
+def _interval(r: pd.Series) -> str:
+    parts = [f"95% interval {fmt_num(r['eff_lo'])}–{fmt_num(r['eff_hi'])}" if pd.notna(r["eff_lo"]) else "",
+             f"n={int(r['n'])}" if pd.notna(r["n"]) else ""]
+    return "".join(f", {p}" for p in parts if p)
+
+
+def _superlinear(d: pd.DataFrame) -> str:
+    """Names the points whose whole interval is above 1 (what analysis.derived flags `superlinear`)."""
+    sup = d[d["eff_lo"].gt(1)]
+    if sup.empty:
+        return ""
+    names = "; ".join(f"{r['series']} at {int(r['cards'])} cards ({fmt_num(r['eff'])})" for _, r in sup.iterrows())
+    return (f" Superlinear (whole interval above 1): {names}; likely from the per-card work fitting a faster level "
+            "of cache or memory, unequal CPU threads per card, or a slow 1-card measurement.")
 
 
 def _groups(data: pd.DataFrame):
@@ -168,6 +221,13 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     message = (NO_DATA if ok.empty else NO_MULTI if multi.empty else
                "no multi-card point has a 1-card point with otherwise equal parameters, so no efficiency is "
                "defined" if n_orphans == len(multi) else "")
+    if n_orphans and "cpu_threads_per_rank" in ok:   # analysis.derived pairs only equal per-card threads
+        by_cards = ok.groupby(ok["cards"].astype(int))["cpu_threads_per_rank"].agg(_joined)
+        if by_cards.nunique() > 1:
+            message = " ".join(filter(None, [message and message + ".", "CPU threads per card differ between card "
+                               "counts (" + "; ".join(f"{t} on {c} card{'s' if c != 1 else ''}"
+                                                       for c, t in by_cards.items()) + "), and efficiency compares "
+                               "only points with equal threads per card (like for like)."]))
     groups = list(_groups(data))
     sections = []
     for wl in sorted({g[1] for g in groups}):

@@ -8,7 +8,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, limit_series,
+from report.charts import (HEIGHT, PALETTE, WIDTH, Chart, anchor, base_config, empty_chart, fmt_num, limit_series,
                            records, series_note, to_spec)
 from analysis.derived import basis
 from jobs import workloads
@@ -18,7 +18,7 @@ from report.pages import MAX_ROWS, Page, by_workload, label, numeric, workload_f
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
-            "generations of one family (e.g. a100 and h100)")
+            "generations of one family (e.g. a100 and h100); sweep hardware=a100,h100 to fill this")
 
 
 def chart_id(workload: str, family: str) -> str:
@@ -48,7 +48,8 @@ def _pairs(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "model": ok["model"].astype(str) if "model" in ok else "(model not recorded)",
         "series": label(ok, fields).to_numpy(),
         "speedup": ok[SPEEDUP].astype(float), "tput": basis(ok),
-        "lo": numeric(ok, f"{SPEEDUP}_lo"), "hi": numeric(ok, f"{SPEEDUP}_hi")}, index=ok.index)
+        "lo": numeric(ok, f"{SPEEDUP}_lo"), "hi": numeric(ok, f"{SPEEDUP}_hi"),
+        "n": numeric(ok, f"{ms.throughput}_n"), "legend": " · ".join(fields) or "point"}, index=ok.index)
     data["pair"] = data["previous"] + " → " + data["hardware"]
     data["tput_prev"] = data["tput"] / data["speedup"]
     return data.reset_index(drop=True)
@@ -66,28 +67,48 @@ def charts(table: pd.DataFrame) -> list[Chart]:
         best, worst = d.loc[d["speedup"].idxmax()], d.loc[d["speedup"].idxmin()]
         n, n_pairs = len(d), d["pair"].nunique()
         d, shown, total = limit_series(d, "speedup", ["pair", "series"], within=["pair"])
-        values = records(d[["pair", "hardware", "previous", "model", "series", "speedup", "tput", "tput_prev"]])
+        values = records(d[["pair", "hardware", "previous", "model", "series", "speedup", "lo", "hi", "n", "tput",
+                            "tput_prev"]])
+        legend = str(d["legend"].iloc[0])
         tooltip = [alt.Tooltip("pair:N", title="generations"), alt.Tooltip("series:N", title="point"),
                    alt.Tooltip("speedup:Q", title="speedup (×)", format=".3~g"),
+                   alt.Tooltip("lo:Q", title="95% interval, low", format=".3~g"),
+                   alt.Tooltip("hi:Q", title="95% interval, high", format=".3~g"),
+                   alt.Tooltip("n:Q", title="repeats (n), new generation"),
                    alt.Tooltip("tput:Q", title=f"new generation {main.unit}", format=",.4~g"),
                    alt.Tooltip("tput_prev:Q", title=f"previous generation {main.unit}", format=",.4~g")]
-        bars = alt.Chart(alt.Data(values=values)).mark_bar().encode(
-            x=alt.X("pair:N", title="previous → hardware", axis=alt.Axis(labelAngle=0)),
-            xOffset=alt.XOffset("series:N"),
-            y=alt.Y("speedup:Q", title=f"Speedup vs previous generation (×, {main.title} ratio)",
-                    scale=alt.Scale(zero=True)),
-            color=color("model", "model"), tooltip=tooltip)
+        # one colour per point (bar) and a gap between neighbours, so bars of 1 and 2 cards never merge
+        x = alt.X("pair:N", title="previous → hardware", axis=alt.Axis(labelAngle=0, labelLimit=WIDTH))
+        offset = alt.XOffset("series:N", scale=alt.Scale(paddingInner=0.2))
+        y = alt.Y("speedup:Q", title=f"Speedup vs previous generation (×, {main.title} ratio)",
+                  scale=alt.Scale(zero=True))
+        base = alt.Chart()
+        bars = base.mark_bar().encode(x=x, xOffset=offset, y=y, color=alt.Color(
+            "series:N", title=legend, scale=alt.Scale(range=PALETTE), legend=alt.Legend(labelLimit=360, titleLimit=360)),
+            tooltip=tooltip)
+        layers = [bars]
+        has_ci = d["lo"].notna().any()
+        if has_ci:   # the bootstrap interval of each speedup (analysis.derived)
+            layers.append(base.mark_rule(color="#000", strokeWidth=1.5).encode(
+                x=x, xOffset=offset, y="lo:Q", y2="hi:Q", tooltip=tooltip))
         one = alt.Chart(alt.Data(values=[{"y": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y="y:Q")
-        chart = base_config(alt.layer(bars, one).properties(
+        chart = base_config(alt.layer(*layers, one, data=alt.Data(values=values)).properties(
             width=WIDTH, height=HEIGHT,
-            title=alt.Title(t, subtitle="one bar per point (model · precision · cards · workload parameters); "
-                                        "dashed: 1× (no change)")))
+            title=alt.Title(t, subtitle="one bar per point" + ("; black bars: 95% bootstrap interval" if has_ci else "")
+                                        + "; dashed: 1× (no change)")))
         summary = (f"{n} point{'s' if n != 1 else ''} over {n_pairs} generation pair"
                    f"{'s' if n_pairs != 1 else ''}; best {fmt_num(best['speedup'])}× ({best['pair']}, "
-                   f"{best['series']})" + (f", worst {fmt_num(worst['speedup'])}× ({worst['pair']}, {worst['series']})"
-                                           if n > 1 else "") + "." + series_note(shown, total))
+                   f"{best['series']}{_interval(best)})"
+                   + (f", worst {fmt_num(worst['speedup'])}× ({worst['pair']}, {worst['series']}{_interval(worst)})"
+                      if n > 1 else "") + "." + series_note(shown, total))
         out.append(Chart(chart_id(wl, family), t, summary, to_spec(chart)))
     return out
+
+
+def _interval(r: pd.Series) -> str:
+    parts = [f"95% interval {fmt_num(r['lo'])}–{fmt_num(r['hi'])}" if pd.notna(r["lo"]) else "",
+             f"n={int(r['n'])}" if pd.notna(r["n"]) else ""]
+    return "".join(f", {p}" for p in parts if p)
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
@@ -96,7 +117,9 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     for wl, d in (data.groupby("workload", sort=True) if len(data) else []):
         ms = workloads.metric_set(wl)
         rows = [{"family": r["family"], "pair": r["pair"], "series": r["series"], "prev": fmt_num(r["tput_prev"]),
-                 "tput": fmt_num(r["tput"]), "speedup": fmt_num(r["speedup"])}
+                 "tput": fmt_num(r["tput"]), "speedup": fmt_num(r["speedup"]),
+                 "interval": f"{fmt_num(r['lo'])}–{fmt_num(r['hi'])}" if pd.notna(r["lo"]) else "—",
+                 "n": fmt_num(r["n"])}
                 for _, r in d.sort_values(["family", "pair", "series"]).head(MAX_ROWS).iterrows()]
         sections.append({"id": f"workload-{anchor(wl)}", "workload": wl, "throughput": ms.throughput,
                          "unit": ms.main.unit, "work": ms.work, "rows": rows, "n": len(d),

@@ -11,9 +11,9 @@ import pandas as pd
 
 from analysis import references
 from report import overrides
-from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, limit_series,
-                           records, series_note, to_spec)
-from report.pages import Page, label, rows_for, workload_page_applies
+from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num, limit_series,
+                           records, series_stroke, series_marks, series_note, spread_text, to_spec)
+from report.pages import Page, label, rows_for, split_fields, workload_page_applies
 
 WORKLOAD = "inference"
 TPUT = "throughput_out_tok_s"
@@ -74,13 +74,14 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
             continue
         # Normally one point per key; if several sweeps measured it, take their median (and widest band).
         sub = sub.assign(**{c: pd.to_numeric(sub[c], errors="coerce") if c in sub else float("nan")
-                            for c in (TPUT, f"{TPUT}_p10", f"{TPUT}_p90")})
+                            for c in (TPUT, f"{TPUT}_p10", f"{TPUT}_p90", f"{TPUT}_n")})
+        varying, fixed = split_fields(sub, fields)
         data = sub.groupby([*fields, "batch_size"], dropna=False, sort=True).agg(
             tput=(TPUT, "median"), p10=(f"{TPUT}_p10", "min"), p90=(f"{TPUT}_p90", "max"),
-            points=(TPUT, "size")).reset_index()
-        data["series"] = label(data, fields)
-        data["model"] = data["model"].astype(str) if "model" in data else "(model not recorded)"
-        keep = ["model", "series", "batch_size", "tput", "p10", "p90", "points"]
+            n=(f"{TPUT}_n", lambda v: v.sum(min_count=1)), points=(TPUT, "size")).reset_index()
+        data["series"] = label(data, varying) if varying else "all points"
+        legend = " · ".join(varying) or "series"
+        keep = ["series", "batch_size", "tput", "p10", "p90", "n", "points"]
         data = data[[c for c in keep if c in data]]
         best = data.loc[data["tput"].idxmax()]
         n_points = len(data)
@@ -90,19 +91,22 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                   scale=alt.Scale(type="log", base=2),
                   axis=alt.Axis(values=sorted(int(b) for b in data["batch_size"].unique()), format="d"))
         y = alt.Y("tput:Q", title="Output throughput, median (tokens/s)", scale=alt.Scale(zero=True))
-        tooltip = [alt.Tooltip("series:N", title="series"), alt.Tooltip("batch_size:Q", title="batch"),
+        tooltip = [alt.Tooltip("series:N", title=legend), alt.Tooltip("batch_size:Q", title="batch"),
                    alt.Tooltip("tput:Q", title="median tok/s", format=",.4~g"),
                    alt.Tooltip("p10:Q", title="p10 tok/s", format=",.4~g"),
-                   alt.Tooltip("p90:Q", title="p90 tok/s", format=",.4~g")]
+                   alt.Tooltip("p90:Q", title="p90 tok/s", format=",.4~g"),
+                   alt.Tooltip("n:Q", title="repeats (n)")]
+        marks = series_marks("series", legend)
         base = alt.Chart()   # the layers inherit the values from alt.layer below, embedded once
-        lines = base.mark_line(point=alt.OverlayMarkDef(size=50, filled=True)).encode(
-            x=x, y=y, color=color("model", "model"), detail="series:N", tooltip=tooltip)
-        band = base.mark_rule(opacity=0.5).encode(x=x, y="p10:Q", y2="p90:Q", color=color("model", "model"),
-                                                  detail="series:N", tooltip=tooltip)
-        layers = [band, lines]
+        lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N")
+        dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
+        band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y="p10:Q", y2="p90:Q",
+                                                                 stroke=series_stroke("series"), tooltip=tooltip)
+        layers = [band, lines, dots]
         pub = pub_all[pub_all["hardware"].astype(str).str.lower().eq(hw.lower())] if len(pub_all) else pub_all
         pub = pub.dropna(subset=["throughput_out_tok_s"]) if len(pub) else pub
-        subtitle = "one line per model × precision × cards × shape; bars: p10–p90"
+        subtitle = (f"one line per {legend}" + (f"; all points: {fixed}" if fixed else "")
+                    + "; bars: p10–p90 over the repeats")
         if len(pub):
             pdata = pd.DataFrame({
                 "published": "published: LLM-Inference-Bench (" + pub["engine"].astype(str) + ")",
@@ -110,21 +114,27 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                 "total": pub["throughput_total_tok_s"].astype(float),
                 "config": (pub["model"].astype(str) + " · " + pub["shape"].astype(str) + " · "
                            + pub["cards"].astype(int).astype(str) + " card(s)")})
+            # black and greys on their own stroke scale: the series keep colour + shape and one legend
             layers.append(alt.Chart(alt.Data(values=records(pdata))).mark_point(
-                shape="diamond", filled=False, size=90, strokeWidth=2, color="#000000").encode(
+                shape="diamond", filled=False, size=90, strokeWidth=2).encode(
                 x=x, y="tput:Q",
-                shape=alt.Shape("published:N", title="published reference", legend=alt.Legend(labelLimit=360),
-                                scale=alt.Scale(range=["diamond", "triangle-up", "square", "cross"])),
+                stroke=alt.Stroke("published:N", title="published reference",
+                                  legend=alt.Legend(labelLimit=360, symbolType="diamond"),
+                                  scale=alt.Scale(range=["#000000", "#777777", "#444444", "#aaaaaa"])),
                 tooltip=[alt.Tooltip("published:N", title="source"), alt.Tooltip("config:N", title="config"),
                          alt.Tooltip("batch_size:Q", title="batch"),
                          alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
                          alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")]))
             subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
-        chart = base_config(alt.layer(*layers, data=alt.Data(values=records(data))).properties(
-            width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle)))
-        summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series'].replace(' · ', ' ')}"
-                   f" at batch {int(best['batch_size'])}; {total} series, {n_points} points."
-                   + series_note(shown, total))
+        chart = alt.layer(*layers, data=alt.Data(values=records(data))).properties(
+            width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))
+        if len(pub):   # the published marks have their own stroke colours and legend
+            chart = chart.resolve_scale(stroke="independent")
+        chart = base_config(chart)
+        summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
+                   f"{int(best['batch_size'])}{_spread(best)}; "
+                   f"{total} series, {n_points} points." + series_note(shown, total)
+                   + fill_hint(data["batch_size"], "batch size", "workload.batch_size=1,4,16"))
         if len(pub):
             summary += f" {len(pub)} published reference point{'s' if len(pub) != 1 else ''} overlaid."
         charts.append(Chart(throughput_id(hw), t, summary, to_spec(chart)))
@@ -137,32 +147,59 @@ LATENCY_SERIES = ("model", "precision", "cards", "batch_size")
 
 
 def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]) -> pd.DataFrame:
-    """Median of `metric` per hardware × series × x, with only the columns the chart needs."""
+    """Median, widest p10–p90 and repeats (n) of `metric` per hardware × series × x, with the columns the chart
+    needs; `series` names only the fields that vary (the `fixed` column says what every point shares)."""
     ok = _ok(table, ["hardware", metric, x])
     if ok.empty:
         return ok
     fields = [f for f in series if f in ok and f != x]
-    ok = ok.assign(value=pd.to_numeric(ok[metric], errors="coerce"))
-    data = ok.groupby(["hardware", *fields, x], dropna=False, sort=True)["value"].median().reset_index()
-    data["series"] = label(data, fields)
-    data["model"] = data["model"].astype(str) if "model" in data else "(model not recorded)"
+    ok = ok.assign(value=pd.to_numeric(ok[metric], errors="coerce"),
+                   **{s: pd.to_numeric(ok[f"{metric}_{s}"], errors="coerce") if f"{metric}_{s}" in ok
+                      else float("nan") for s in ("p10", "p90", "n")})
+    varying, fixed = split_fields(ok, fields)
+    data = ok.groupby(["hardware", *fields, x], dropna=False, sort=True).agg(
+        value=("value", "median"), p10=("p10", "min"), p90=("p90", "max"),
+        n=("n", lambda v: v.sum(min_count=1))).reset_index()
+    data["series"] = label(data, varying) if varying else "all points"
+    data["legend"] = " · ".join(varying) or "series"
+    data["fixed"] = fixed
     data["hardware"] = data["hardware"].astype(str)
-    return data[["hardware", "model", "series", x, "value"]]
+    return data[["hardware", "series", "legend", "fixed", x, "value", "p10", "p90", "n"]]
 
 
 def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict | None = None,
              title: str = "", subtitle: str = "", higher: bool = True) -> tuple[dict[str, Any], str]:
-    """One panel per hardware; returns the spec and a note when series were left out (see limit_series)."""
+    """One panel per hardware, one coloured and shaped line per series with its p10–p90 bars; returns the spec
+    and a note when series were left out (see limit_series)."""
     data, shown, total = limit_series(data, "value", ["hardware", "series"], within=["hardware"], higher=higher)
     n = data["hardware"].nunique()
-    w = WIDTH if n == 1 else max(240, WIDTH // min(n, 2))
-    enc: dict[str, Any] = dict(x=x, y=y, color=color("model", "model"), detail="series:N", tooltip=tooltip,
-                               **(extra or {}))
-    chart = alt.Chart(alt.Data(values=records(data))).mark_line(
-        point=alt.OverlayMarkDef(size=50, filled=True)).encode(**enc).properties(width=w, height=220).facet(
-        facet=alt.Facet("hardware:N", title="hardware"), columns=2).properties(
-        title=alt.Title(title, subtitle=subtitle))
+    w = WIDTH if n == 1 else max(260, WIDTH // min(n, 2))
+    legend = str(data["legend"].iloc[0])
+    marks = series_marks("series", legend)
+    fixed = str(data["fixed"].iloc[0])
+    subtitle = "; ".join(s for s in (subtitle, f"one line per {legend}", fixed and f"all points: {fixed}",
+                                     "bars: p10–p90 over the repeats") if s)
+    tooltip = [*tooltip, alt.Tooltip("p10:Q", format=".4~g"), alt.Tooltip("p90:Q", format=".4~g"),
+               alt.Tooltip("n:Q", title="repeats (n)")]
+    base = alt.Chart()
+    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N", **(extra or {})),
+              base.mark_point(size=50, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)]
+    if data["p10"].notna().any():
+        layers.insert(0, base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2="p90:Q",
+                                                                           stroke=series_stroke("series")))
+    else:
+        subtitle = subtitle.replace("; bars: p10–p90 over the repeats", "")
+    chart = alt.layer(*layers).properties(width=w, height=220).facet(
+        facet=alt.Facet("hardware:N", title=None, header=alt.Header(labelFontSize=12, labelFontWeight="bold",
+                                                                    labelLimit=w)),
+        columns=2, spacing={"column": 40, "row": 30}, data=alt.Data(values=records(data.drop(columns=["legend", "fixed"])))
+    ).properties(title=alt.Title(title, subtitle=subtitle))
     return to_spec(base_config(chart)), series_note(shown, total, higher)
+
+
+def _spread(row: pd.Series) -> str:
+    text = spread_text(row["p10"], row["p90"], row["n"])
+    return f", {text}" if text else ""
 
 
 def _log2_axis(field: str, title: str, values: pd.Series) -> alt.X:
@@ -172,25 +209,27 @@ def _log2_axis(field: str, title: str, values: pd.Series) -> alt.X:
 
 def latency_charts(table: pd.DataFrame) -> list[Chart]:
     out = []
-    for cid, metric, x, xtitle, ytitle, what in (
-            ("lat-ttft", "ttft_s", "input_tokens", "Input length (prompt tokens, log₂ scale)",
-             "Time to first token, median (s)", "TTFT"),
-            ("lat-itl", "itl_s", "output_tokens", "Output length (generated tokens, log₂ scale)",
-             "Inter-token latency, median (s)", "ITL")):
+    for cid, metric, x, xtitle, ytitle, what, sweep in (
+            ("lat-ttft", "ttft_s", "input_tokens", "Prompt tokens (log₂)", "Time to first token, median (s)",
+             "TTFT", "workload.shape=16x16,64x64 (or workload.input_tokens=...)"),
+            ("lat-itl", "itl_s", "output_tokens", "Generated tokens (log₂)", "Inter-token latency, median (s)",
+             "ITL", "workload.shape=16x16,64x64 (or workload.output_tokens=...)")):
         t = f"{what} vs {'input' if x == 'input_tokens' else 'output'} length"
         data = _metric_by(table, metric, x, LATENCY_SERIES)
         if data.empty:
             out.append(empty_chart(cid, t, f"no successful points with {metric}"))
             continue
-        tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip(f"{x}:Q", title=x),
-                   alt.Tooltip("value:Q", title=f"median {metric}", format=".4~g")]
+        tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N", title=str(data["legend"].iloc[0])),
+                   alt.Tooltip(f"{x}:Q", title=x), alt.Tooltip("value:Q", title=f"median {metric}", format=".4~g")]
         spec, note = _faceted(data, _log2_axis(x, xtitle, data[x]), alt.Y("value:Q", title=ytitle,
                               scale=alt.Scale(zero=True)), tooltip, title=t, higher=False,
-                              subtitle="one panel per hardware; one line per model × precision × cards × batch")
+                              subtitle="one panel per hardware")
         lo = data.loc[data["value"].idxmin()]
         summary = (f"lowest median {what}: {fmt_num(lo['value'])} s on {lo['hardware']} ({lo['series']}, "
-                   f"{int(lo[x])} {'prompt' if x == 'input_tokens' else 'generated'} tokens); "
-                   f"{data['series'].nunique()} series on {data['hardware'].nunique()} hardware." + note)
+                   f"{int(lo[x])} {'prompt' if x == 'input_tokens' else 'generated'} tokens"
+                   + _spread(lo) + "); "
+                   f"{data['series'].nunique()} series on {data['hardware'].nunique()} hardware." + note
+                   + fill_hint(data[x], "input length" if x == "input_tokens" else "output length", sweep))
         out.append(Chart(cid, t, summary, spec))
     return out
 
@@ -205,17 +244,19 @@ def energy_chart(table: pd.DataFrame) -> Chart:
     data = _metric_by(table, "tok_per_j", "batch_size", ("model", "precision", "cards", "shape"))
     meters = sorted({str(m) for m in table["energy_meter"].dropna()}) if "energy_meter" in table else []
     if data.empty:
-        return empty_chart("energy-0", t, f"no energy measured (meter: {', '.join(meters) or 'none'})")
+        return empty_chart("energy-0", t, f"no energy measured (meter: {', '.join(meters) or 'none'}); run where a "
+                                          "meter can be read (energy=rapl, nvml, amdsmi or hlsmi) to fill this")
     tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
                alt.Tooltip("value:Q", title="median tokens/J", format=".4~g")]
-    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
-                                           data["batch_size"]),
+    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (log₂)", data["batch_size"]),
                           alt.Y("value:Q", title="Generated tokens per joule, median (tokens/J)",
                                 scale=alt.Scale(zero=True)),
                           tooltip, title=t, subtitle="energy over the measured window, all devices of the job")
     best = data.loc[data["value"].idxmax()]
     summary = (f"best: {fmt_num(best['value'])} tokens/J on {best['hardware']} ({best['series']}, batch "
-               f"{int(best['batch_size'])})." + note)
+               f"{int(best['batch_size'])}"
+               + _spread(best) + ")." + note
+               + fill_hint(data["batch_size"], "batch size", "workload.batch_size=1,4,16"))
     missing = _missing_hw(table, data)
     if missing:
         on = table[table["hardware"].astype(str).isin(missing)] if "energy_meter" in table else table.iloc[0:0]
@@ -236,15 +277,16 @@ def roofline_chart(table: pd.DataFrame) -> Chart:
     for metric, name in ROOFLINE.items():
         d = _metric_by(table, metric, "batch_size", ("model", "precision", "cards", "shape"))
         if len(d):
-            parts.append(d.assign(metric=name, series=d["series"] + " · " + name))
+            parts.append(d.assign(metric=name, series=d["series"] + " · " + name, legend=d["legend"] + " · phase"))
     if not parts:
         ov = overrides.overridden(table)
-        return empty_chart("roofline-0", t, NO_ROOFLINE_OVERRIDE if len(ov) and ov.all() else NO_ROOFLINE)
+        return empty_chart("roofline-0", t, (NO_ROOFLINE_OVERRIDE if len(ov) and ov.all() else NO_ROOFLINE)
+                           + "; sweep a hardware with peak figures (e.g. hardware=h100, without device_override) "
+                             "to fill this")
     data = pd.concat(parts, ignore_index=True)
     tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
                alt.Tooltip("value:Q", title="fraction of peak", format=".3f")]
-    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (sequences per generate call, log₂ scale)",
-                                           data["batch_size"]),
+    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (log₂)", data["batch_size"]),
                           alt.Y("value:Q", title="Achieved / peak (fraction, 1 = peak)", scale=alt.Scale(domainMin=0)),
                           tooltip, title=t,
                           extra={"strokeDash": alt.StrokeDash("metric:N", title="phase: resource",
@@ -254,7 +296,8 @@ def roofline_chart(table: pd.DataFrame) -> Chart:
     for name, g in data.groupby("metric"):
         b = g.loc[g["value"].idxmax()]
         parts_txt.append(f"{name} up to {fmt_num(b['value'])} of peak ({b['hardware']}, batch {int(b['batch_size'])})")
-    summary = "; ".join(parts_txt) + "." + note
+    summary = "; ".join(parts_txt) + "." + note + fill_hint(data["batch_size"], "batch size",
+                                                             "workload.batch_size=1,4,16")
     missing = _missing_hw(table, data)
     if missing:
         summary += f" {', '.join(missing)}: {NO_ROOFLINE}."
