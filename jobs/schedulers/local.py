@@ -154,7 +154,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                 while queue or running:
                     while queue and len(running) < max(1, max_parallel):
                         start(*queue.pop(0), progress)
-                    for w in list(running):
+                    for w in running[:]:   # advance() removes ended workers
                         advance(w, progress)
                     progress.update(bar, description=describe())
                     time.sleep(0.05 if running else 0)
