@@ -208,7 +208,8 @@ def sr3_measured(measured: pd.DataFrame) -> pd.DataFrame:
     m = measured[measured["status"].astype(str).eq("ok")]
     for key in ("workload", "model", "phase", "scaling", "resolution"):
         m = m[m[key].astype(str).eq(str(SR3_SETTING[key]))]
-    return m[pd.to_numeric(m["batch_size"], errors="coerce").eq(SR3_SETTING["batch_size"])].dropna(subset=list(SR3_KEYS))
+    m = m[pd.to_numeric(m["batch_size"], errors="coerce").eq(SR3_SETTING["batch_size"])]
+    return m.dropna(subset=list(SR3_KEYS))
 
 
 def sr3_matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:

@@ -126,7 +126,7 @@ def run_points(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any
 
     A point that fails costs only itself: its record says why, the worker drops what it cached (the workload's
     model may be what broke) and goes on; with several ranks the worker stops instead (the ranks may disagree on
-    where they are) and the sweep starts a new one for the rest. `limit_s`: each point's time limit."""
+    where they are) and returns early; the sweep starts a new one for the rest. `limit_s`: each point's time limit."""
     worker = Worker.start(owner)
     out = []
     try:
@@ -136,17 +136,16 @@ def run_points(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any
                     out.append(_run(spec, sweep_dir, worker))
             except Exception:
                 out.append("failed")
-                worker.cache.clear()
-                if _job_env()[1] > 1:
-                    raise
             except KeyboardInterrupt:
                 if not watchdog.TIMED_OUT.is_set():   # the sweep stopped: the rest is not started
                     raise
                 watchdog.TIMED_OUT.clear()
                 out.append("timeout")
-                worker.cache.clear()
-                if _job_env()[1] > 1:
-                    raise
+            else:
+                continue
+            worker.cache.clear()
+            if _job_env()[1] > 1:
+                break
     finally:
         worker.close()
     return out

@@ -94,7 +94,6 @@ def read_record(path: Path) -> dict[str, Any] | None:
 def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(record, None) if the file at `path` is a record that follows the schema, else (None, why not)."""
     import fastjsonschema
-    import jsonschema
 
     try:
         data = json.loads(Path(path).read_text())
@@ -105,8 +104,10 @@ def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     try:
         _fast_check()(data)
         return data, None
-    except fastjsonschema.JsonSchemaException:   # jsonschema says where and why
+    except fastjsonschema.JsonSchemaException:   # jsonschema (imported only here) says where and why
         pass
+    import jsonschema
+
     try:
         _validator().validate(data)
     except jsonschema.ValidationError as exc:

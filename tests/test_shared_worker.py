@@ -52,6 +52,9 @@ class _Job:
     def exception(self):
         return RuntimeError("Segmentation fault (core dumped)")
 
+    def result(self):
+        raise self.exception()
+
     def stdout(self):
         return "worker log"
 
@@ -192,3 +195,29 @@ def test_slurm_array_tasks_of_several_points_and_their_exact_states(make_cfg, tm
                                                           jobs={"101_0": running})}
     assert [rows[p.point_id]["state"] for p in pts[:3]] == ["ok", "running", "pending"]
     assert f"behind point {pts[1].point_id}" in rows[pts[2].point_id]["detail"]
+
+
+def test_a_worker_that_returns_early_leaves_the_rest_to_a_new_one(tmp_path, monkeypatch):
+    """With several ranks a worker returns after a failed point: only that point failed, the rest run anew."""
+    jobs = []
+
+    class Early(_Job):
+        def __init__(self, specs, sweep_dir):
+            super().__init__(specs[:1], sweep_dir, crash=())
+            self.n = len(specs)
+
+        def result(self):
+            return ["ok"] * len(self.ran) + (["failed"] if self.n > 2 else [])   # b: failed, no record
+
+    class Executor:
+        def submit(self, fn, specs, *args):
+            jobs.append(Early(specs, tmp_path))
+            return jobs[-1]
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+    pts = [_point(c * 12) for c in "abcd"]
+    status = local.run({"g": pts}, tmp_path, max_parallel=1)
+    # worker 1 ran a (ok) and b (failed, no record: blamed); c and d went to worker 2, which ran c only
+    # (this fake runs one point per worker), then d to worker 3
+    assert status == {"a" * 12: "ok", "b" * 12: "failed", "c" * 12: "ok", "d" * 12: "ok"}
+    assert [j.ran for j in jobs] == [["a" * 12], ["c" * 12], ["d" * 12]]

@@ -76,6 +76,17 @@ class _Running:
     points: list[Point]   # not settled yet; the first is the one running
     job: object
     t0: float             # when the first of `points` started (about: when the one before it ended)
+    total: int = 0        # points given to the worker
+
+
+def _ran(job) -> int | None:
+    """How many points a shared worker ran before it returned (run_points); None when it did not return (a crash,
+    a kill) or was not a shared worker."""
+    try:
+        result = job.result()
+    except Exception:  # submitit raises what ended the job
+        return None
+    return len(result) if isinstance(result, list) else None
 
 
 def _fresh(point: Point, sweep_dir: Path) -> dict | None:
@@ -128,7 +139,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                 done(p, settle(None, p, sweep_dir, 0.0), 0.0, progress)
             print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
             return
-        running.append(_Running(key, list(pts), job, time.monotonic()))
+        running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
 
     def advance(w: _Running, progress) -> None:
         """Settle the points of `w` that have their record; when its job ended, the one it was running too."""
@@ -140,10 +151,15 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
             running.remove(w)
         elif w.job.done():
             running.remove(w)
-            elapsed = time.monotonic() - w.t0
-            done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed), elapsed, progress)
-            if w.points[1:]:   # a new worker for the rest, before anything else
-                queue.insert(0, (w.key, w.points[1:]))
+            ran = _ran(w.job)
+            # It returned early (several ranks stop after a failure): what it ran without a record failed, the
+            # rest was not started. It crashed: the point it was running failed. A new worker takes the rest.
+            blamed = 1 if ran is None else max(0, ran - (w.total - len(w.points)))
+            for p in w.points[:blamed]:
+                elapsed = time.monotonic() - w.t0
+                done(p, settle(w.job, p, sweep_dir, elapsed), elapsed, progress)
+            if w.points[blamed:]:   # before anything else
+                queue.insert(0, (w.key, w.points[blamed:]))
 
     previous = signal.getsignal(signal.SIGINT), signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
     try:
@@ -154,7 +170,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                 while queue or running:
                     while queue and len(running) < max(1, max_parallel):
                         start(*queue.pop(0), progress)
-                    for w in list(running):
+                    for w in running[:]:   # advance() removes ended workers
                         advance(w, progress)
                     progress.update(bar, description=describe())
                     time.sleep(0.05 if running else 0)

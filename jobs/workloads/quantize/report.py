@@ -105,14 +105,15 @@ def pareto(table: pd.DataFrame) -> list[Chart]:
     data = data[["model", "method", "target", "compression_x", "ppl_increase_pct", "perplexity", "kl"]].copy()
     data["model"] = data["model"].astype(str)
     x = alt.X("compression_x:Q", title="compression of the decoder blocks' weights (x, scales counted)",
-              scale=alt.Scale(zero=False))
+              scale=alt.Scale(zero=False, padding=40))
     y = alt.Y("ppl_increase_pct:Q", title="perplexity increase over the unquantized model (%)")
     tip = [alt.Tooltip(f"{c}:N") for c in ("model", "method")] + [
         alt.Tooltip("target:Q"), alt.Tooltip("compression_x:Q", format=".3~f"),
         alt.Tooltip("ppl_increase_pct:Q", title="Δ perplexity %", format=".3~f"),
         alt.Tooltip("perplexity:Q", format=".4~f"), alt.Tooltip("kl:Q", format=".3~e")]
     points = alt.Chart(alt.Data(values=records(data))).mark_point(filled=True, size=70).encode(
-        x=x, y=y, color=color("method", "method"), shape=alt.Shape("model:N", title="model"), tooltip=tip)
+        x=x, y=y, color=color("method", "method").legend(orient="bottom"),
+        shape=alt.Shape("model:N", title="model", legend=alt.Legend(orient="bottom")), tooltip=tip)
     front = pareto_front(data)
     line = alt.Chart(alt.Data(values=records(front))).mark_line(color="#000000", strokeDash=[4, 3]).encode(
         x=x, y=y)
@@ -134,7 +135,7 @@ def pareto(table: pd.DataFrame) -> list[Chart]:
     chart = base_config(alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
                                                       title=alt.Title(t, subtitle=subtitle)))
     summary = (f"{len(data)} measured point(s); on the Pareto front: "
-               + "; ".join(f"{r['method']} {fmt_num(r['compression_x'])}x +{fmt_num(r['ppl_increase_pct'])}%"
+               + "; ".join(f"{r['method']} {fmt_num(r['compression_x'])}x {r['ppl_increase_pct']:+.3g}%"
                            for _, r in front.iterrows()) + ".")
     return [Chart("pareto", t, summary, to_spec(chart))]
 

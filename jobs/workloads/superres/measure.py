@@ -165,10 +165,14 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     return summarise(cfg, gathered, work=work, info=info)
 
 
+def _images(wl: dict[str, Any], work: int, world: int) -> int:
+    """Images one repeat processes on all cards: trained (batch_size per step) or super-resolved."""
+    return (wl["batch_size"] * work if wl["phase"] == "train" else work) * world
+
+
 def _timing(cfg: dict[str, Any], seconds: float, work: int, world: int) -> dict[str, float]:
     wl = cfg["workload"]
-    images = (wl["batch_size"] * work if wl["phase"] == "train" else work) * world
-    return repeat_metrics(phase=wl["phase"], images=images, seconds=seconds, per_card=work,
+    return repeat_metrics(phase=wl["phase"], images=_images(wl, work, world), seconds=seconds, per_card=work,
                           budget_samples=wl["budget_samples"])
 
 
@@ -191,11 +195,9 @@ def summarise(cfg: dict[str, Any], ranks: list[dict], *, work: int, info: dict[s
         samples["psnr_bicubic_db"], samples["ssim_bicubic"] = [sum(psnr) / len(psnr)], [sum(ssim) / len(ssim)]
     samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
     energies = [r["energy_j"] for r in ranks]
+    images = _images(wl, work, world)
     if all(e is not None for e in energies):   # a rank without a reading would make the sum an undercount
-        n = len(ranks[0]["repeats"])
-        per_repeat = (wl["batch_size"] * work if wl["phase"] == "train" else work) * world
         samples["energy_j"] = [sum(energies)]
-        samples["images_per_j"] = [per_repeat * n / sum(energies)]
-    images = (wl["batch_size"] * work if wl["phase"] == "train" else work) * world
+        samples["images_per_j"] = [images * len(ranks[0]["repeats"]) / sum(energies)]
     info = {**info, "ranks": world, "images_per_repeat": images}
     return Result(samples=samples, info=info)

@@ -19,6 +19,8 @@ WORKLOAD = "superres"
 TPUT = "images_per_s"
 SERIES = ("hardware", "model", "precision", "resolution", "scaling")
 QUALITY = ("psnr_db", "psnr_bicubic_db", "ssim", "ssim_bicubic")
+KINDS = ["measured (median)", "ideal: N × 1-card"]   # solid, dashed
+SOURCES = ["measured (projected)", "measured", "published (PEARC 2026)"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -61,18 +63,20 @@ def throughput_chart(table: pd.DataFrame, phase: str) -> Chart:
         return empty_chart(cid, t, f"no successful phase={phase} points")
     one = data[data["cards"].eq(1)].set_index("series")["value"]
     ideal = data.assign(value=data["series"].map(one) * data["cards"]).dropna(subset=["value"])
-    src = pd.concat([data.assign(kind="measured (median)"), ideal.assign(kind="ideal: N × 1-card")])
+    src = pd.concat([data.assign(kind=KINDS[0]), ideal.assign(kind=KINDS[1])])
     y = alt.Y("value:Q", title=f"{what.capitalize()} per second, all cards", scale=alt.Scale(type="log"))
     chart = alt.Chart(alt.Data(values=records(src))).mark_line(point=True).encode(
-        x=_cards_axis(src["cards"]), y=y, color=alt.Color("series:N", title="series"),
-        strokeDash=alt.StrokeDash("kind:N", title=""),
+        x=_cards_axis(src["cards"]), y=y,
+        color=alt.Color("series:N", title="series", legend=alt.Legend(labelLimit=320)),
+        strokeDash=alt.StrokeDash("kind:N", title="", scale=alt.Scale(domain=KINDS, range=[[1, 0], [6, 4]])),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("cards:Q"), alt.Tooltip("kind:N"),
                  alt.Tooltip("value:Q", title="images/s", format=",.4~g")])
     spec = to_spec(base_config(chart.properties(width=WIDTH, height=280, title=alt.Title(
         t, subtitle="solid: measured; dashed: the 1-card throughput times N (ideal scaling)"))))
     best = data.loc[data["value"].idxmax()]
-    return Chart(cid, t, f"best: {fmt_num(best['value'])} images/s ({best['series']}, {int(best['cards'])} cards); "
-                         f"{data['series'].nunique()} series.", spec)
+    cards = int(best["cards"])
+    return Chart(cid, t, f"best: {fmt_num(best['value'])} images/s ({best['series']}, {cards} card"
+                         f"{'s' if cards != 1 else ''}); {data['series'].nunique()} series.", spec)
 
 
 def _pub_series(pub: pd.DataFrame) -> pd.Series:
@@ -92,7 +96,8 @@ def minutes_chart(table: pd.DataFrame) -> Chart:
     chart = alt.Chart(alt.Data(values=records(data))).mark_line(point=True).encode(
         x=_cards_axis(data["cards"]), y=alt.Y("value:Q", title="Minutes (log scale)", scale=alt.Scale(type="log")),
         color=alt.Color("series:N", title="series", legend=alt.Legend(labelLimit=320)),
-        strokeDash=alt.StrokeDash("source:N", title="source"),
+        strokeDash=alt.StrokeDash("source:N", title="source", scale=alt.Scale(domain=SOURCES,
+                                                                              range=[[1, 0], [1, 0], [6, 4]])),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("cards:Q"), alt.Tooltip("source:N"),
                  alt.Tooltip("value:Q", title="minutes", format=",.4~g")])
     spec = to_spec(base_config(chart.properties(width=WIDTH, height=320, title=alt.Title(
@@ -117,7 +122,8 @@ def efficiency_chart(table: pd.DataFrame) -> Chart:
         x=_cards_axis(data["cards"]), y=alt.Y("value:Q", title="Scaling efficiency (1 = ideal)",
                                               scale=alt.Scale(domainMin=0)),
         color=alt.Color("series:N", title="series", legend=alt.Legend(labelLimit=320)),
-        strokeDash=alt.StrokeDash("source:N", title="source"),
+        strokeDash=alt.StrokeDash("source:N", title="source", scale=alt.Scale(domain=SOURCES,
+                                                                              range=[[1, 0], [1, 0], [6, 4]])),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("cards:Q"), alt.Tooltip("value:Q", format=".3f")])
     ideal = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y="y:Q")
     spec = to_spec(base_config(alt.layer(ideal, line).properties(width=WIDTH, height=300, title=alt.Title(
@@ -149,7 +155,7 @@ def quality_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     for _, r in ok.sort_values(["series", "cards"]).head(MAX_ROWS).iterrows():
         out.append({"series": r["series"], "cards": int(r["cards"]),
                     "setting": " · ".join(f"{c} {fmt_num(r[c])}" for c in cols if pd.notna(r[c])),
-                    **{q: fmt_num(r.get(q)) for q in QUALITY},
+                    **{q: fmt_num(r.get(q), digits=4) for q in QUALITY},
                     "better": bool(pd.notna(r.get("psnr_db")) and pd.notna(r.get("psnr_bicubic_db"))
                                    and float(r["psnr_db"]) > float(r["psnr_bicubic_db"]))})
     return out
