@@ -68,7 +68,7 @@ def test_points_table_has_n_spread_and_threads(site):
 def test_every_swept_parameter_is_in_the_encoding(site):
     specs = _specs((site / "inference.html").read_text())
     tput = specs["tput-cpu-" + next(k.split("tput-cpu-")[1] for k in specs if k.startswith("tput-cpu-"))]
-    dots = [lay for lay in _layers(tput) if lay["mark"]["type"] == "point"][0]["encoding"]
+    dots = next(lay for lay in _layers(tput) if lay["mark"]["type"] == "point")["encoding"]
     # colour and shape both name the series: cards and shape vary; model, precision and engine do not
     assert dots["color"]["field"] == dots["shape"]["field"] == "series"
     assert dots["color"]["title"] == "cards · shape"
@@ -76,7 +76,7 @@ def test_every_swept_parameter_is_in_the_encoding(site):
                                                              "2 cards · 16x16", "2 cards · 64x64"}
     assert "all points: tiny-llama · fp32;" in tput["title"]["subtitle"]
     ttft = specs["lat-ttft"]
-    dots = [lay for lay in _layers(ttft) if lay["mark"]["type"] == "point"][0]["encoding"]
+    dots = next(lay for lay in _layers(ttft) if lay["mark"]["type"] == "point")["encoding"]
     assert dots["color"]["field"] == dots["shape"]["field"] == "series" and dots["color"]["title"] == "cards · batch_size"
     bars = [lay for lay in _layers(ttft) if lay["mark"]["type"] == "rule"]
     assert bars and bars[0]["encoding"]["y"]["field"] == "p10" and bars[0]["encoding"]["y2"]["field"] == "p90"
