@@ -229,8 +229,8 @@ class PointJob:
     checkpoint continues from it. Submitted (job_function) only where a point checkpoints; other jobs keep
     submitit's plain-function behaviour."""
 
-    def __init__(self, runner=None):
-        self.runner = runner or run_point
+    def __init__(self, runner):
+        self.runner = runner
 
     def __call__(self, *args):
         return self.runner(*args)
@@ -242,10 +242,9 @@ class PointJob:
         return submitit.helpers.DelayedSubmission(self, *args)
 
 
-def job_function(specs: list[dict[str, Any]], runner=None):
-    """The callable submitit runs for these points (`runner`, default run_point): PointJob where one
-    checkpoints, else the runner itself."""
-    runner = runner or run_point
+def job_function(specs: list[dict[str, Any]], runner=run_point):
+    """The callable submitit runs for these points (`runner`: run_point, or run_points for a task of several):
+    PointJob where one checkpoints, else the runner itself."""
     return PointJob(runner) if any(requeues(s) for s in specs) else runner
 
 

@@ -113,10 +113,12 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
     status: dict[str, str] = {}
     owner = watchdog.identity(sweep_dir)
 
+    def pending() -> int:
+        return sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
+
     def describe() -> str:
         failed = sum(s != "ok" for s in status.values())
-        pending = sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
-        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {pending}"
+        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {pending()}"
 
     def done(point: Point, st: str, elapsed: float, progress) -> None:
         status[point.point_id] = st
@@ -141,12 +143,16 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
             return
         running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
 
-    def advance(w: _Running, progress) -> None:
-        """Settle the points of `w` that have their record; when its job ended, the one it was running too."""
+    def recorded(w: _Running, progress) -> None:
+        """Settle the points of `w` that have their record (a worker runs its points in order)."""
         while w.points and (rec := _fresh(w.points[0], sweep_dir)) is not None:
             now = time.monotonic()
             done(w.points.pop(0), rec["status"], now - w.t0, progress)
             w.t0 = now
+
+    def advance(w: _Running, progress) -> None:
+        """Settle the points of `w` that have their record; when its job ended, the one it was running too."""
+        recorded(w, progress)
         if not w.points:   # its process may still be exiting; nothing of it is waited for
             running.remove(w)
         elif w.job.done():
@@ -176,9 +182,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                     time.sleep(0.05 if running else 0)
             except KeyboardInterrupt:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
-                pending = sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
                 progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
-                                       f"{pending} not started")
+                                       f"{pending()} not started")
                 watchdog.stop(owner)   # each worker writes its `cancelled` record and exits
                 for wait_s, cancel in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
                     for w in running:
@@ -188,8 +193,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
                     while any(not w.job.done() for w in running) and time.monotonic() < deadline:
                         time.sleep(0.2)
                 for w in running:
-                    while w.points and (rec := _fresh(w.points[0], sweep_dir)) is not None:
-                        done(w.points.pop(0), rec["status"], time.monotonic() - w.t0, progress)
+                    recorded(w, progress)
                     if w.points:
                         elapsed = time.monotonic() - w.t0
                         done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed, cancelled=True), elapsed,
