@@ -64,10 +64,10 @@ def arrays(groups: dict[str, list[Point]], max_size: int | None) -> list[tuple[s
     return out
 
 
-def points_per_task(cluster: dict[str, Any], points: list[Point] = ()) -> int:
+def points_per_task(cluster: dict[str, Any], groups: dict[str, list[Point]]) -> int:
     """Points one Slurm array task runs in turn, in one shared worker (cluster.points_per_task; 1 with
     isolation=process)."""
-    if any((p.cfg or {}).get("isolation") == "process" for p in points):
+    if any((p.cfg or {}).get("isolation") == "process" for pts in groups.values() for p in pts):
         return 1
     return int(cluster.get("points_per_task") or 1)
 
@@ -120,7 +120,7 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
-    k = points_per_task(cluster, [p for pts in groups.values() for p in pts])
+    k = points_per_task(cluster, groups)
     send, held = fit(task_order(groups, k), _scaled(_room(limits, report=True), k))
     planned = arrays(send, _scaled(limits.max_array_size, k))
     for key, pts in groups.items():
@@ -238,7 +238,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
-    k = points_per_task(cluster, [p for pts in groups.values() for p in pts])
+    k = points_per_task(cluster, groups)
     send, held = fit(task_order(groups, k), _scaled(_room(limits, report=report), k))
     planned = arrays(send, _scaled(limits.max_array_size, k))
     for key, name, pts in planned:

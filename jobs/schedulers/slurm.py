@@ -152,7 +152,7 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
 
     assocs = _associations()
     problems: list[tuple[str, str]] = []
-    k = points_per_task(cluster, [p for pts in groups.values() for p in pts])
+    k = points_per_task(cluster, groups)
     for key, pts in groups.items():
         r, p = task_resources(pts[0].resources, by_task(pts, k)), pts[0]
         where = f"group {key} ({len(pts)} point(s), e.g. {p.label})"
