@@ -147,14 +147,17 @@ SCHEMA: dict[str, Any] = {
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
 }
 
+# Every workload's noise control (jobs/noise.py).
+NOISE = {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
+         "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)}
+
 # The `workload` section of each workload (a workload module's CONFIG_SCHEMA takes precedence).
 WORKLOADS: dict[str, dict[str, Any]] = {
     "inference": {
         "name": Str(), "engine": Str(), "batch_size": Int(min=1), "input_tokens": Int(min=1),
         "output_tokens": Int(min=1), "shape": Str(null=True), "scaling": Str(), "warmup": Int(min=0),
         "repeats": Int(min=1), "run_unfit": Bool(),
-        "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
-                  "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
+        "noise": NOISE,
         "hf": {"static_cache": Bool(), "compile": Bool()},
         "vllm": {"gpu_memory_utilization": Num(min=0.01, max=1.0), "enforce_eager": Bool(),
                  "max_model_len": Int(min=1, null=True), "max_num_seqs": Int(min=1, null=True)},

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import config_schema, workloads
+from jobs import config_schema, noise, workloads
 from jobs.energy import CHOICES as ENERGY_CHOICES
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
@@ -111,7 +111,13 @@ def _workload_identity(cfg: dict[str, Any]) -> Any:
         wl = workloads.get(cfg["workload"]["name"])
     except (KeyError, TypeError, ValueError):  # an unknown workload is reported by make_point
         return cfg["workload"]
-    return wl.identity(cfg) if hasattr(wl, "identity") else cfg["workload"]
+    if not hasattr(wl, "identity"):
+        return cfg["workload"]
+    out = dict(wl.identity(cfg))
+    # Noise settings at their defaults identify nothing (jobs.noise), so ids from before the noise block stay.
+    if noise_block := noise.identity(out.pop("noise", None)):
+        out["noise"] = noise_block
+    return out
 
 
 def point_id(cfg: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from jobs import noise
-from jobs.config_schema import Bool, Int, Num, Str, Strs
+from jobs.config_schema import NOISE, Bool, Int, Num, Str, Strs
 from jobs.workloads import Result
 
 from . import metrics as fm
@@ -28,8 +28,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "name": Str(), "method": Str(choices=METHODS), "attention": Str(choices=ATTENTIONS),
     "strategy": Str(choices=STRATEGIES), "batch_size": Int(min=1), "grad_accum": Int(min=1), "seq_len": Int(min=2),
     "lr": Num(min=0), "warmup_steps": Int(min=0), "repeats": Int(min=1), "token_budget": Int(min=1),
-    "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
-              "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
+    "noise": NOISE,
     "run_unfit": Bool(), "checkpoint_every": Int(min=0),
     "lora": {"rank": Int(min=1), "alpha": Num(min=0), "dropout": Num(min=0, max=1), "target_modules": Strs()},
     "zero3": {"stage": Int(min=1, max=3), "offload": Str(choices=("none", "cpu"))},
@@ -59,9 +58,7 @@ def resolve(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: option blocks that change nothing measured are left out."""
-    wl = {**cfg["workload"], "strategy": strategy(cfg), "noise": noise.identity(cfg["workload"].get("noise"))}
-    if not wl["noise"]:
-        del wl["noise"]
+    wl = {**cfg["workload"], "strategy": strategy(cfg)}
     if wl["method"] != "lora":
         del wl["lora"]
     if wl["strategy"] != "zero3":

@@ -34,9 +34,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
 
     The engine is the resolved one, so auto and the engine it picks are the same point."""
     engine = engines.resolve(cfg)[0]
-    wl = {**cfg["workload"], "engine": engine, "noise": noise.identity(cfg["workload"].get("noise"))}
-    if not wl["noise"]:   # at its defaults the noise block identifies nothing: ids from before it stay
-        del wl["noise"]
+    wl = {**cfg["workload"], "engine": engine}
     return {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")

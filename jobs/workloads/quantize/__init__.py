@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import noise
-from jobs.config_schema import Int, Key, Num, Str
+from jobs.config_schema import NOISE, Int, Key, Num, Str
 from jobs.workloads import Result
 
 from . import assign as assignment
@@ -38,8 +38,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "train": {"steps": Int(min=1), "batch_size": Int(min=1), "seq_len": Int(min=2), "lr": Num(min=0),
               "cache_dir": Str(null=True)},
     "warmup": Int(min=0), "repeats": Int(min=1),
-    "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
-              "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
+    "noise": NOISE,
 }
 
 
@@ -50,9 +49,7 @@ def tasks(cfg: dict[str, Any]) -> str:
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """What identifies a point: options of methods not chosen, and where the model is cached, do not."""
     wl = dict(cfg["workload"])
-    wl["noise"] = noise.identity(wl.get("noise"))
-    drop = {"noise"} if not wl["noise"] else set()
-    drop |= {"clusters", "cluster_bits"} if wl["assign"] != "kmeans" else set()
+    drop = {"clusters", "cluster_bits"} if wl["assign"] != "kmeans" else set()
     drop |= {"prune_amount"} if wl["sensitivity"] != "prune" else set()
     drop |= {"backend"} if wl["apply"] != "real" else set()
     if cfg["model"]["init"] == "random":

@@ -10,8 +10,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from jobs import noise
-from jobs.config_schema import Bool, Int, Num, Str
+from jobs.config_schema import NOISE, Bool, Int, Num, Str
 
 from . import sr3
 from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
@@ -30,8 +29,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "sampler": Str(choices=sr3.SAMPLERS), "sample_steps": Int(min=1), "fit_steps": Int(min=0),
     "learning_rate": Num(min=0), "budget_samples": Int(min=1), "data": Str(), "patches": Int(min=1),
     "compile": Bool(), "hpu_lazy_mode": Bool(), "warmup": Int(min=0), "repeats": Int(min=1),
-    "noise": {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
-              "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)},   # jobs/noise.py
+    "noise": NOISE,
 }
 
 
@@ -43,11 +41,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: the other phase's keys and default noise settings identify nothing."""
     wl = cfg["workload"]
     other = [k for p, keys in PHASE_KEYS.items() if p != wl["phase"] for k in keys]
-    out = {k: v for k, v in wl.items() if k not in other}
-    out["noise"] = noise.identity(wl.get("noise"))
-    if not out["noise"]:
-        del out["noise"]
-    return out
+    return {k: v for k, v in wl.items() if k not in other}
 
 
 def per_card(cfg: dict[str, Any]) -> int:
