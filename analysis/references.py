@@ -287,8 +287,6 @@ def compare_study(measured: pd.DataFrame, study: Study, metrics: list[str]) -> p
 # --------------------------------------------------------------------------- PEARC 2026 PMPQ quantization
 
 PMPQ = "pearc26_pmpq_quantization.csv"
-PMPQ_ATTRIBUTION = ("Published figures: Nanda et al., PEARC 2026 (amitashnanda/Voyager_Gaudi_Benchmarks), "
-                    "MIT, © 2026 Amitash Nanda")
 
 
 def load_pmpq(directory: Path | str = REFERENCES) -> pd.DataFrame:

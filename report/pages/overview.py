@@ -25,10 +25,6 @@ VERSIONS = (("device_name", "device"), ("device_runtime", "runtime"), ("torch_ve
             ("git_commit", "accelsweep commit"))
 N_WORST = 10
 N_UNSTABLE = 5   # unstable points named in the headline; the rest counted
-SUPERLINEAR_CAUSES = ("the per-card work fitting a faster level of cache or memory, unequal CPU threads per card, "
-                      "or a slow 1-card measurement")
-
-
 def _cell(value: Any, kind: str) -> str:
     if kind == "num":
         return fmt_num(value)
@@ -62,7 +58,7 @@ def _efficiency_claim(r: pd.Series) -> str:
     if pd.isna(r["eff_lo"]):
         return ""
     if r["eff_lo"] > 1:
-        return f"; superlinear beyond its interval, likely from {SUPERLINEAR_CAUSES}"
+        return f"; superlinear beyond its interval, likely from {scaling.SUPERLINEAR_CAUSES}"
     if r["eff"] > 1:
         return "; above 1, but within its interval: not evidence of superlinear scaling"
     return ""

@@ -187,14 +187,17 @@ def _interval(r: pd.Series) -> str:
     return "".join(f", {p}" for p in parts if p)
 
 
+SUPERLINEAR_CAUSES = ("the per-card work fitting a faster level of cache or memory, unequal CPU threads per card, "
+                      "or a slow 1-card measurement")
+
+
 def _superlinear(d: pd.DataFrame) -> str:
     """Names the points whose whole interval is above 1 (what analysis.derived flags `superlinear`)."""
     sup = d[d["eff_lo"].gt(1)]
     if sup.empty:
         return ""
     names = "; ".join(f"{r['series']} at {int(r['cards'])} cards ({fmt_num(r['eff'])})" for _, r in sup.iterrows())
-    return (f" Superlinear (whole interval above 1): {names}; likely from the per-card work fitting a faster level "
-            "of cache or memory, unequal CPU threads per card, or a slow 1-card measurement.")
+    return f" Superlinear (whole interval above 1): {names}; likely from {SUPERLINEAR_CAUSES}."
 
 
 def _groups(data: pd.DataFrame):

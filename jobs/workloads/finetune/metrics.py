@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
+from jobs.metrics import HIGHER, LOWER, PEAK_MEM, Metric, MetricSet
 from jobs.workloads.inference.model_math import DTYPE_BYTES, parameters
 
 METRICS = MetricSet(
@@ -33,9 +33,7 @@ METRICS = MetricSet(
                                   "(full) or 2 x forward (lora: no weight gradients of the frozen base), forward = "
                                   "2 x non-embedding params + 2 x vocab x hidden + 2 x layers x seq_len x heads x "
                                   "head_dim (causal attention)", HIGHER, label="MFU"),
-        Metric("peak_mem_gb", "GB", "peak memory of the measured runs: device allocator peak on accelerators, "
-                                    "peak resident set size of the process on the CPU (largest over cards)", LOWER,
-               repeat=PER_POINT, label="peak memory"),
+        PEAK_MEM,
         Metric("loss", "nats/token", "training loss of each timed step (mean cross-entropy over real tokens); a "
                                      "property of the run, not of the hardware's speed", None, cross_hardware=False,
                label="loss"),

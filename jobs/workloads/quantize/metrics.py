@@ -1,8 +1,7 @@
 """The quantization workload's metrics (what analysis/ and report/ read)."""
 from __future__ import annotations
 
-from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
-from jobs.workloads.inference.metrics import METRICS as INFERENCE
+from jobs.metrics import HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 
 METRICS = MetricSet(
     workload="quantize",
@@ -43,6 +42,6 @@ METRICS = MetricSet(
         Metric("memory_mb", "MB", "bytes the evaluated model actually holds in memory (parameters and buffers) / 1e6: "
                                   "fp32 under fake quantization, packed weights with real kernels", LOWER,
                repeat=PER_POINT, label="model bytes in memory"),
-        INFERENCE.get("peak_mem_gb"),   # one definition of peak memory
+        PEAK_MEM,
     ),
 )

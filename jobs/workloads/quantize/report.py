@@ -155,7 +155,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     table_rows = [{c: (fmt_num(r.get(c)) if isinstance(r.get(c), float) else r.get(c)) for c in COLUMNS}
                   for _, r in shown.iterrows()]
     return {"n_points": len(rows), "n_ok": len(ok), "rows": table_rows, "columns": COLUMNS,
-            "attribution": references.PMPQ_ATTRIBUTION}
+            "attribution": references.PEARC26_ATTRIBUTION}
 
 
 PAGE = Page(slug="quantize", title="Quantization", template="quantize.html", context=context, charts=charts,
