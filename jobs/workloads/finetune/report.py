@@ -44,9 +44,9 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
 def _configs(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Median throughput and minutes per configuration (several sweeps of one point: their median)."""
     keys = [k for k in keys if k in ok]
+    ok = ok.assign(peak_mem_gb=numeric(ok, "peak_mem_gb"))   # no column: no memory figure (NaN), not a count
     return ok.groupby(keys, dropna=False, sort=True).agg(tok_s=(TPUT, "median"), minutes=(MINUTES, "median"),
-                                                         mem=("peak_mem_gb", "median") if "peak_mem_gb" in ok
-                                                         else (TPUT, "size")).reset_index()
+                                                         mem=("peak_mem_gb", "median")).reset_index()
 
 
 def _plain(v: Any) -> Any:
