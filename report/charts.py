@@ -150,6 +150,12 @@ def series_stroke(field: str) -> alt.Stroke:
     return alt.Stroke(f"{field}:N", scale=alt.Scale(range=PALETTE), legend=None)
 
 
+def interval_text(lo: Any, hi: Any, n: Any) -> str:
+    """', 95% interval a–b, n=3' for a caption, from a derived metric's bootstrap interval ('' when not known)."""
+    parts = [f"95% interval {fmt_num(lo)}–{fmt_num(hi)}" if pd.notna(lo) else "", f"n={int(n)}" if pd.notna(n) else ""]
+    return "".join(f", {p}" for p in parts if p)
+
+
 def spread_text(p10: Any, p90: Any, n: Any) -> str:
     """'p10–p90 a–b, n=3' from what was recorded ('' when nothing was)."""
     parts = []

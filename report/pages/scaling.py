@@ -15,8 +15,8 @@ import pandas as pd
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
-from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, limit_series,
-                           records, series_marks, series_note, series_stroke, to_spec)
+from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, interval_text,
+                           limit_series, records, series_marks, series_note, series_stroke, to_spec)
 from report.pages import Page, by_workload, label, numeric, workload_fields
 
 EFF = SCALING_EFFICIENCY
@@ -182,9 +182,7 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
 
 
 def _interval(r: pd.Series) -> str:
-    parts = [f"95% interval {fmt_num(r['eff_lo'])}–{fmt_num(r['eff_hi'])}" if pd.notna(r["eff_lo"]) else "",
-             f"n={int(r['n'])}" if pd.notna(r["n"]) else ""]
-    return "".join(f", {p}" for p in parts if p)
+    return interval_text(r["eff_lo"], r["eff_hi"], r["n"])
 
 
 SUPERLINEAR_CAUSES = ("the per-card work fitting a faster level of cache or memory, unequal CPU threads per card, "

@@ -8,8 +8,8 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from report.charts import (HEIGHT, PALETTE, WIDTH, Chart, anchor, base_config, empty_chart, fmt_num, limit_series,
-                           records, series_note, to_spec)
+from report.charts import (HEIGHT, PALETTE, WIDTH, Chart, anchor, base_config, empty_chart, fmt_num, interval_text,
+                           limit_series, records, series_note, to_spec)
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import SPEEDUP
@@ -106,9 +106,7 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 
 
 def _interval(r: pd.Series) -> str:
-    parts = [f"95% interval {fmt_num(r['lo'])}–{fmt_num(r['hi'])}" if pd.notna(r["lo"]) else "",
-             f"n={int(r['n'])}" if pd.notna(r["n"]) else ""]
-    return "".join(f", {p}" for p in parts if p)
+    return interval_text(r["lo"], r["hi"], r["n"])
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
