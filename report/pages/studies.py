@@ -16,14 +16,15 @@ from report.pages import MAX_ROWS, Page, label
 
 
 @functools.cache
-def _published(name: str) -> pd.DataFrame:
+def published(name: str) -> pd.DataFrame:
+    """Study `name`'s published figures, loaded once per process (callers copy before changing them)."""
     return references.STUDIES[name].load()
 
 
 def _study(name: str) -> references.Study:
     """The registered study, its figures loaded once per process."""
     s = references.STUDIES[name]
-    return references.Study(**{**s.__dict__, "load": functools.partial(_published, name)})
+    return references.Study(**{**s.__dict__, "load": functools.partial(published, name)})
 
 
 def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], references.Study, pd.DataFrame]]:

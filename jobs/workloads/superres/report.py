@@ -4,7 +4,6 @@ PEARC 2026 SR3 minutes, scaling efficiency measured and published, generation sp
 against bicubic upsampling."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import altair as alt
@@ -13,7 +12,7 @@ import pandas as pd
 from analysis import references
 from jobs.metrics import SCALING_EFFICIENCY, SPEEDUP
 from report.charts import WIDTH, Chart, base_config, empty_chart, fmt_num, records, to_spec
-from report.pages import MAX_ROWS, Page, label, numeric, rows_for, workload_page_applies
+from report.pages import MAX_ROWS, Page, label, numeric, rows_for, studies, workload_page_applies
 
 WORKLOAD = "superres"
 TPUT = "images_per_s"
@@ -23,14 +22,9 @@ KINDS = ["measured (median)", "ideal: N × 1-card"]   # solid, dashed
 SOURCES = ["measured (projected)", "measured", "published (PEARC 2026)"]
 
 
-@functools.lru_cache(maxsize=1)
-def _published() -> pd.DataFrame:
-    return references.load_sr3()
-
-
 def published() -> pd.DataFrame:
-    try:
-        return _published().copy()
+    try:   # loaded once per process, shared with the studies page
+        return studies.published("pearc26-sr3").copy()
     except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
         return pd.DataFrame(columns=[*references.SR3_KEYS, *references.SR3_METRICS])
 
