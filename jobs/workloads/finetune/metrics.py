@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.metrics import HIGHER, LOWER, PEAK_MEM, Metric, MetricSet
-from jobs.workloads.inference.model_math import DTYPE_BYTES, parameters
+from jobs.workloads.inference.model_math import DTYPE_BYTES, dims, embedding_params, module_shapes, parameters
 
 METRICS = MetricSet(
     workload="finetune",
@@ -41,35 +41,19 @@ METRICS = MetricSet(
 )
 
 
-def _dims(c: dict[str, Any]) -> dict[str, int]:
-    heads = c["num_attention_heads"]
-    return {"h": c["hidden_size"], "inter": c["intermediate_size"], "layers": c["num_hidden_layers"],
-            "heads": heads, "kv": c.get("num_key_value_heads") or heads,
-            "d": c.get("head_dim") or c["hidden_size"] // heads}
-
-
-def module_shapes(c: dict[str, Any]) -> dict[str, tuple[int, int]]:
-    """(in, out) features of each linear layer of one decoder layer, by its name in LLaMA-style models."""
-    x = _dims(c)
-    return {"q_proj": (x["h"], x["heads"] * x["d"]), "k_proj": (x["h"], x["kv"] * x["d"]),
-            "v_proj": (x["h"], x["kv"] * x["d"]), "o_proj": (x["heads"] * x["d"], x["h"]),
-            "gate_proj": (x["h"], x["inter"]), "up_proj": (x["h"], x["inter"]), "down_proj": (x["inter"], x["h"])}
-
-
 def trainable_parameters(c: dict[str, Any], method: str, lora: dict[str, Any] | None = None) -> int:
     """Every parameter (full), or the LoRA adapters A (r x in) and B (out x r) of each target module."""
     if method == "full":
         return parameters(c)
     shapes = module_shapes(c)
     per_layer = sum(lora["rank"] * (i + o) for name, (i, o) in shapes.items() if name in lora["target_modules"])
-    return _dims(c)["layers"] * per_layer
+    return dims(c)[2] * per_layer   # layers
 
 
 def train_flops_per_token(c: dict[str, Any], method: str, seq_len: int) -> float:
-    x = _dims(c)
-    embed = c["vocab_size"] * x["h"] * (1 if c.get("tie_word_embeddings") else 2)
-    forward = (2 * (parameters(c, active=True) - embed) + 2 * c["vocab_size"] * x["h"]
-               + 2 * x["layers"] * seq_len * x["heads"] * x["d"])
+    h, _, layers, heads, _, d = dims(c)
+    forward = (2 * (parameters(c, active=True) - embedding_params(c)) + 2 * c["vocab_size"] * h
+               + 2 * layers * seq_len * heads * d)
     return (3 if method == "full" else 2) * forward
 
 
@@ -86,9 +70,9 @@ def memory_estimate_gb(c: dict[str, Any], dtype: str, *, method: str, lora: dict
     shard = cards if strategy in ("zero3", "fsdp") else 1
     if strategy == "zero3" and offload:
         state = 0.0
-    x = _dims(c)
-    per_token = 34 * x["h"] + (5 * x["heads"] * seq_len if attention == "eager" else 0)
-    act = batch * seq_len * x["layers"] * per_token * b / 2
+    h, _, layers, heads, _, _ = dims(c)
+    per_token = 34 * h + (5 * heads * seq_len if attention == "eager" else 0)
+    act = batch * seq_len * layers * per_token * b / 2
     return (state / shard + act) / 1e9
 
 

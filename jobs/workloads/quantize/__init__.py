@@ -16,6 +16,7 @@ from typing import Any
 from jobs import noise
 from jobs.config_schema import NOISE, Int, Key, Num, Str
 from jobs.workloads import Result
+from jobs.workloads.inference.model_math import module_shapes
 
 from . import assign as assignment
 from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
@@ -83,11 +84,7 @@ def _shapes(model_config: dict[str, Any]) -> list[tuple[int, int]] | None:
     """The linear weight shapes [out, in] of one Llama/Mistral decoder block, from the config (plan time)."""
     if model_config.get("model_type") not in ("llama", "mistral"):
         return None
-    h, inter = model_config["hidden_size"], model_config["intermediate_size"]
-    heads = model_config["num_attention_heads"]
-    d = model_config.get("head_dim") or h // heads
-    kv = model_config.get("num_key_value_heads") or heads
-    return [(heads * d, h), (kv * d, h), (kv * d, h), (h, heads * d), (inter, h), (inter, h), (h, inter)]
+    return [(out, in_) for in_, out in module_shapes(model_config).values()]
 
 
 def _target_problems(wl: dict[str, Any], model_config: dict[str, Any]) -> list[str]:
