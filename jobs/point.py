@@ -197,6 +197,9 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         status = _status_of(exc)
         tb = "".join(traceback.format_exception(exc))
         print(tb, file=sys.stderr, flush=True)
+        if isinstance(exc, SystemExit) and PointJob.requeued:   # the point runs again: its record comes then
+            print(f"[accelsweep] point {spec['point_id']}: requeued by submitit, no record yet", flush=True)
+            raise
         if rank == 0:
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
             message = None
@@ -229,6 +232,8 @@ class PointJob:
     checkpoint continues from it. Submitted (job_function) only where a point checkpoints; other jobs keep
     submitit's plain-function behaviour."""
 
+    requeued = False   # set in the job's process once submitit asked for the requeue (see _run)
+
     def __init__(self, runner):
         self.runner = runner
 
@@ -239,6 +244,7 @@ class PointJob:
         """What submitit requeues on its signal: the same call."""
         import submitit
 
+        PointJob.requeued = True
         return submitit.helpers.DelayedSubmission(self, *args)
 
 

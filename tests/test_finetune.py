@@ -162,7 +162,7 @@ def test_requeued_run_continues_from_its_checkpoint(make_cfg, tmp_path, monkeypa
     assert saved["extra"]["step"] == 3 and len(saved["extra"]["timed"]) == 2   # 1 warm-up + 2 timed steps
     monkeypatch.setattr(train.Trainer, "step", step)
     res = finetune.run(cfg, ctx(tmp_path))
-    assert res.status == "ok" and res.info["requeues"] == 1
+    assert res.status == "ok" and res.info["requeues"] == 1 and res.info["resumed_at_steps"] == "3"
     assert res.samples["loss"][:2] == [t[3] for t in saved["extra"]["timed"]]   # the steps before stay measured
     assert len(res.samples["step_time_s"]) == 4 and res.info["optimizer_steps"] == 3 + 1 + 2   # + warm-up again
     assert not (tmp_path / "checkpoint").exists()   # done: a forced rerun starts afresh

@@ -389,3 +389,56 @@ def test_failed_report_job_is_shown_with_its_log_and_fails_the_command(site):
     assert "--- log tail" in proc.stdout and "site/assets/vega.js: Not a directory" in proc.stdout   # the cause
     st = subprocess.run([sys.executable, "-m", "jobs.status", str(sd)], capture_output=True, text=True, cwd=site[0])
     assert st.returncode == 1 and "failed (sacct: FAILED" in st.stdout and "ok 1" in st.stdout
+
+
+def test_preempted_finetune_point_is_requeued_and_continues_from_its_checkpoint(site):
+    """Slurm's signal (USR2, as ahead of a time limit or on preemption) reaches submitit in the running job; it
+    requeues the job through jobs.point.PointJob, and the point continues from its last checkpoint."""
+    from tests.test_finetune import TINY
+
+    repeats, warmup = 100, 1                                          # TINY: 1 warm-up step; ~5 s of steps here
+    sweep(site, "cluster=localslurm", "workload=finetune", *TINY, f"workload.repeats={repeats}",
+          "workload.checkpoint_every=5", "sweep.report=false", "sweep.name=requeue")
+    sweep_dir = site[0] / "runs/requeue"
+    entry = json.loads((sweep_dir / "manifest.json").read_text())["submissions"][-1]
+    (group,) = entry["groups"].values()
+    (task,), (pid,) = group["tasks"], group["points"]
+    ckpt = sweep_dir / "points" / pid / "checkpoint" / "rank0.pt"
+    t0 = time.monotonic()
+    while not ckpt.exists():
+        assert time.monotonic() - t0 < 180, f"no checkpoint from job {task}: {status(site, 'requeue')}"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--signal=USR2", task], check=True)   # to the job's steps, as Slurm's --signal does
+    # Slurm holds a requeued batch job back for its credential lifetime (~2 min); once it waits for that, let it
+    # start now.
+    t0 = time.monotonic()
+    while _squeue(task) != "PENDING BeginTime":
+        assert time.monotonic() - t0 < 60, f"job {task} was not requeued: {sacct(task, 'State,ExitCode')}"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={_raw_id(task)}", "StartTime=now"], check=True)
+    from jobs.submit import wait
+
+    assert wait(sweep_dir, poll_s=1, poll_max_s=2) == {"ok": 1}
+    rec = json.loads(records.record_path(sweep_dir / "points", pid).read_text())
+    records.validate(rec)
+    info = rec["info"]
+    assert info["requeues"] == 1 and info["slurm_restarts"] == 1, info
+    resumed = int(info["resumed_at_steps"])
+    assert 5 <= resumed < repeats and resumed % 5 == 0, info             # at a checkpoint, not at step 0
+    # Continued: the steps before the checkpoint count, only the warm-up ran again (a restart would time
+    # `repeats` steps after its own warm-up and have requeues=0).
+    assert info["timed_steps"] == repeats and info["optimizer_steps"] == repeats + 2 * warmup, info
+    assert rec["metrics"]["step_time_s"]["n"] == repeats
+    assert not ckpt.parent.exists()                                     # removed once measured
+    t0 = time.monotonic()
+    while _squeue(task):                                                # the record comes before the job's end
+        assert time.monotonic() - t0 < 60, _squeue(task)
+        time.sleep(0.5)
+    runs = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-j", _raw_id(task), "--format=State"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert runs == ["REQUEUED", "COMPLETED"], runs                      # one job, run twice
+
+
+def _squeue(job: str) -> str:
+    """'STATE REASON' of a queued or running job, '' once it left the queue."""
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T %r"], capture_output=True, text=True).stdout.strip()

@@ -32,6 +32,10 @@ ACTIVE = {"pending", "running"}
 # The report job writes no record: its own exit status is its outcome.
 REPORT_STATES = {**STATES, "COMPLETED": "ok"}
 # sbatch messages that mean the controller is out of reach: the arrays after this one would fail the same way.
+# How often a checkpointable job (jobs.point.PointJob) is requeued after Slurm's signal. submitit counts a signal
+# as a timeout unless the job ran less than 80% of its limit and more than 10 minutes before it, so on short
+# limits every preemption uses one of these too.
+MAX_REQUEUES = 3
 UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connection refused",
                "Zero Bytes were transmitted")
 SUBMIT_LIMIT = ("AssocMaxSubmitJobLimit", "QOSMaxSubmitJobPerUserLimit", "job submit limit")
@@ -361,7 +365,7 @@ def submit_group(fn, args: list[tuple], r: Resources, name: str, sweep_dir: Path
 
     # A fresh executor per group: update_parameters cannot unset a parameter an earlier group set.
     ex = submitit.SlurmExecutor(folder=folder(sweep_dir), python=python_command(cluster, r.container),
-                                max_num_timeout=0)
+                                max_num_timeout=MAX_REQUEUES if hasattr(fn, "checkpoint") else 0)
     params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1))
     if dependency:
         params["dependency"] = dependency

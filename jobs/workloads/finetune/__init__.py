@@ -9,6 +9,7 @@ checkpoint (jobs.point.PointJob is submitit-checkpointable) and the record says 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import time
 from typing import Any
@@ -162,7 +163,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         batches.restore(saved["data_pos"])
     done = saved["step"] if saved else 0                       # optimiser steps trained so far (all runs)
     timed: list[tuple] = saved["timed"] if saved else []       # rank 0: (step_s, tokens, samples, loss) per step
-    requeues = saved["requeues"] + 1 if saved else 0
+    requeues = saved["requeues"] + 1 if saved else 0           # runs that continued from a checkpoint
+    resumed = [*saved["resumed"], done] if saved else []       # the optimiser step each of them continued at
 
     def one_step() -> tuple[float, int, int, float]:
         mbs = [batches.next() for _ in range(wl["grad_accum"])]
@@ -193,7 +195,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         stop = ctx.broadcast(stop)
         if ckpt_dir and done % wl["checkpoint_every"] == 0 and not stop:
             trainer.save(ckpt_dir, {"step": done, "data_pos": batches.state(), "timed": timed if ctx.rank == 0
-                                    else [], "requeues": requeues})
+                                    else [], "requeues": requeues, "resumed": resumed})
             ctx.barrier()
     if ckpt_dir:   # measured to the end: a later run of this point (force=true) starts afresh
         ctx.barrier()
@@ -215,7 +217,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
             "trainable_params": trainer.trainable_params, "param_bytes_per_rank": ",".join(map(str, shard)),
             "param_bytes_total": trainer.total_bytes, "shard_fraction": max(shard) / trainer.total_bytes,
             "optimizer_steps": done, "timed_steps": len(timed), "requeues": requeues,
+            "resumed_at_steps": ",".join(map(str, resumed)),
             "sequences": len(seqs), "pad_fraction": 1 - timed[-1][1] / (timed[-1][2] * wl["seq_len"]),
             "loss_first": timed[0][3], "loss_last": timed[-1][3], "mem_estimate_gb": p["mem_estimate_gb"],
             "ranks": ctx.world_size}
+    if "SLURM_RESTART_COUNT" in os.environ:   # Slurm's count of requeues, also those before a first checkpoint
+        info["slurm_restarts"] = int(os.environ["SLURM_RESTART_COUNT"])
     return Result(samples=samples, info=info)
