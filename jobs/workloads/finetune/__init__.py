@@ -23,6 +23,9 @@ from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
 
 METHODS, ATTENTIONS, STRATEGIES = ("lora", "full"), ("eager", "sdpa", "flash"), ("none", "ddp", "zero3", "fsdp")
 SHARDED = ("zero3", "fsdp")
+# Model types whose forward GaudiTrainer passes use_flash_attention to (optimum-habana's trainer.py,
+# _get_input_update_settings); on others flash would silently not be used.
+HPU_FLASH_MODEL_TYPES = ("llama", "qwen2", "starcoder2", "gemma", "baichuan", "chatglm", "deepseek_v2")
 EXTRA = "pip install 'accelsweep[finetune]'"
 
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -90,6 +93,11 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["attention"] == "flash" and device not in ("cuda", "hpu"):
         problems.append(f"workload.attention=flash runs on cuda (flash-attn 2) or hpu (optimum-habana), not on "
                         f"{device}; use eager or sdpa there")
+    model_type = cfg["model"]["config"].get("model_type")
+    if wl["attention"] == "flash" and device == "hpu" and model_type not in HPU_FLASH_MODEL_TYPES:
+        problems.append(f"workload.attention=flash on hpu: GaudiTrainer turns Habana's flash attention on for model "
+                        f"types {', '.join(HPU_FLASH_MODEL_TYPES)}, not {model_type} (model {cfg['model']['name']}); "
+                        "use sdpa or eager there")
     if wl["method"] == "lora":
         known = set(fm.module_shapes(cfg["model"]["config"]))
         bad = [m for m in wl["lora"]["target_modules"] if m not in known]
@@ -141,7 +149,7 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(cfg: dict[str, Any], ctx) -> Result:
-    from . import data, train
+    from . import data
 
     wl = cfg["workload"]
     p = params(cfg)
@@ -155,6 +163,44 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                             "runs it anyway)")
     # Tokenised before anything is timed.
     seqs = data.sequences(data.examples(wl["data"]), data.tokenizer(cfg["model"]), wl["seq_len"], wl["data"]["pack"])
+    if ctx.device.kind == "hpu":   # optimum-habana's GaudiTrainer, as the study ran it
+        from . import gaudi
+
+        m = gaudi.measure(cfg, ctx, seqs)
+    else:
+        m = _train(cfg, ctx, seqs)
+    if ctx.rank != 0:
+        return Result(samples={})
+    samples: dict[str, list[float]] = {}
+    peak = (cfg["hardware"].get("peak_tflops") or {}).get(cfg["precision"]["peak_key"])
+    peak = None if cfg.get("device_override") else peak
+    flops = fm.train_flops_per_token(cfg["model"]["config"], wl["method"], wl["seq_len"])
+    for step_s, tokens, n, loss in m.timed:
+        for k, v in fm.step_metrics(tokens=tokens, samples=n, step_s=step_s, budget=wl["token_budget"],
+                                    flops_per_token=flops, peak_tflops=peak, cards=cfg["cards"]).items():
+            samples.setdefault(k, []).append(v)
+        samples.setdefault("loss", []).append(loss)
+    if all(b is not None for b in m.peak_mem):
+        samples["peak_mem_gb"] = [max(m.peak_mem) / 1e9]
+    timed = m.timed
+    info = {"strategy_run": m.strategy, "total_params": m.total_params, "trainable_params": m.trainable_params,
+            "param_bytes_per_rank": ",".join(map(str, m.shard)), "param_bytes_total": m.total_bytes,
+            "shard_fraction": max(m.shard) / m.total_bytes, "optimizer_steps": m.done, "timed_steps": len(timed),
+            "requeues": m.requeues, "resumed_at_steps": ",".join(map(str, m.resumed)),
+            "sequences": len(seqs), "pad_fraction": 1 - timed[-1][1] / (timed[-1][2] * wl["seq_len"]),
+            "loss_first": timed[0][3], "loss_last": timed[-1][3], "mem_estimate_gb": p["mem_estimate_gb"],
+            "ranks": ctx.world_size, **m.info}
+    if "SLURM_RESTART_COUNT" in os.environ:   # Slurm's count of requeues, also those before a first checkpoint
+        info["slurm_restarts"] = int(os.environ["SLURM_RESTART_COUNT"])
+    return Result(samples=samples, info=info)
+
+
+def _train(cfg: dict[str, Any], ctx, seqs: list[list[int]]):
+    """The timed training loop (cpu, cuda, rocm): warm-up, then timed optimiser steps until the noise control
+    stops, with a resumable checkpoint every checkpoint_every steps. Every rank returns a train.Measured."""
+    from . import data, train
+
+    wl = cfg["workload"]
     batches = data.Batches(seqs, batch=wl["batch_size"], seq_len=wl["seq_len"], rank=ctx.rank, world=ctx.world_size)
     trainer = train.Trainer(cfg, ctx)
     ckpt_dir = ctx.workdir / "checkpoint" if wl["checkpoint_every"] and ctx.workdir else None
@@ -178,9 +224,6 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         one_step()
         done += 1
     ctx.device.reset_peak_memory()
-    peak = (cfg["hardware"].get("peak_tflops") or {}).get(cfg["precision"]["peak_key"])
-    peak = None if cfg.get("device_override") else peak
-    flops = fm.train_flops_per_token(cfg["model"]["config"], wl["method"], wl["seq_len"])
     stopper = noise.Stopper(noise.Settings.of(wl))
     for t in timed:
         stopper.add(t[1] / t[0])
@@ -189,8 +232,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         ranks = ctx.gather(one_step())
         done += 1
         if ranks is not None:   # the job's step: the slowest rank's time, every rank's tokens
-            timed.append((max(r[0] for r in ranks), sum(r[1] for r in ranks), sum(r[2] for r in ranks),
-                          sum(r[3] for r in ranks) / len(ranks)))
+            timed.append(train.job_step(ranks))
             stop = stopper.add(timed[-1][1] / timed[-1][0])
         stop = ctx.broadcast(stop)
         if ckpt_dir and done % wl["checkpoint_every"] == 0 and not stop:
@@ -201,26 +243,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         ctx.barrier()
         if ctx.rank == 0:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-    shard = ctx.gather(trainer.local_param_bytes())
-    mem = ctx.gather(ctx.device.peak_memory_bytes())
-    if ctx.rank != 0:
-        return Result(samples={})
-    samples: dict[str, list[float]] = {}
-    for step_s, tokens, n, loss in timed:
-        for k, v in fm.step_metrics(tokens=tokens, samples=n, step_s=step_s, budget=wl["token_budget"],
-                                    flops_per_token=flops, peak_tflops=peak, cards=cfg["cards"]).items():
-            samples.setdefault(k, []).append(v)
-        samples.setdefault("loss", []).append(loss)
-    if all(m is not None for m in mem):
-        samples["peak_mem_gb"] = [max(mem) / 1e9]
-    info = {"strategy_run": trainer.strategy, "total_params": trainer.total_params,
-            "trainable_params": trainer.trainable_params, "param_bytes_per_rank": ",".join(map(str, shard)),
-            "param_bytes_total": trainer.total_bytes, "shard_fraction": max(shard) / trainer.total_bytes,
-            "optimizer_steps": done, "timed_steps": len(timed), "requeues": requeues,
-            "resumed_at_steps": ",".join(map(str, resumed)),
-            "sequences": len(seqs), "pad_fraction": 1 - timed[-1][1] / (timed[-1][2] * wl["seq_len"]),
-            "loss_first": timed[0][3], "loss_last": timed[-1][3], "mem_estimate_gb": p["mem_estimate_gb"],
-            "ranks": ctx.world_size}
-    if "SLURM_RESTART_COUNT" in os.environ:   # Slurm's count of requeues, also those before a first checkpoint
-        info["slurm_restarts"] = int(os.environ["SLURM_RESTART_COUNT"])
-    return Result(samples=samples, info=info)
+    return train.Measured(timed=timed, done=done, requeues=requeues, resumed=resumed,
+                          shard=ctx.gather(trainer.local_param_bytes()),
+                          peak_mem=ctx.gather(ctx.device.peak_memory_bytes()), strategy=trainer.strategy,
+                          total_params=trainer.total_params, trainable_params=trainer.trainable_params,
+                          total_bytes=trainer.total_bytes)

@@ -2,14 +2,14 @@
 
 none: one card. ddp: torch DistributedDataParallel, a full replica per card. fsdp: torch FSDP2 `fully_shard`
 (FULL_SHARD: parameters, gradients and optimiser states sharded), each decoder layer one unit. zero3: DeepSpeed
-ZeRO (stage and offload from the point) around a torch AdamW. Gaudi: optimum-habana adapts the model classes
-(flash attention through its `use_flash_attention`), and the lazy-mode graph is cut after backward and step.
-Heavy imports live here and only run on the node.
+ZeRO (stage and offload from the point) around a torch AdamW. Gaudi runs through optimum-habana's GaudiTrainer
+instead (gaudi.py). Heavy imports live here and only run on the node.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,44 @@ import torch
 from jobs.models import build_causal_lm
 
 ATTENTION = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
+
+
+@dataclass
+class Measured:
+    """What a training run measured, on every rank (timed and resumed are rank 0's)."""
+
+    timed: list[tuple]          # (step_s, tokens, samples, loss) per timed optimiser step of the job
+    done: int                   # optimiser steps trained, warm-up included, over all runs of the point
+    requeues: int               # runs that continued from a checkpoint
+    resumed: list[int]          # the optimiser step each of them continued at
+    shard: list[int]            # parameter bytes each rank holds
+    peak_mem: list[int | None]  # peak device memory of each rank
+    strategy: str
+    total_params: int
+    trainable_params: int
+    total_bytes: int
+    info: dict[str, Any] = field(default_factory=dict)   # what else the record says (the Gaudi path's settings)
+
+
+def job_step(ranks: list[tuple[float, int, int, float]]) -> tuple[float, int, int, float]:
+    """One optimiser step of the job from every rank's (step_s, tokens, samples, loss): the slowest rank's time,
+    every rank's tokens and samples, the mean loss."""
+    return (max(r[0] for r in ranks), sum(r[1] for r in ranks), sum(r[2] for r in ranks),
+            sum(r[3] for r in ranks) / len(ranks))
+
+
+def local_param_bytes(model) -> int:
+    """Bytes of the parameters this rank holds: its shard under fsdp and zero3, everything otherwise."""
+    total = 0
+    for p in model.parameters():
+        if hasattr(p, "ds_tensor"):           # DeepSpeed ZeRO-3 partition
+            total += p.ds_tensor.numel() * p.ds_tensor.element_size()
+        elif hasattr(p, "to_local"):          # FSDP2 DTensor shard
+            local = p.to_local()
+            total += local.numel() * local.element_size()
+        else:
+            total += p.numel() * p.element_size()
+    return total
 
 
 def deepspeed_config(wl: dict[str, Any], dtype: str) -> dict[str, Any]:
@@ -38,18 +76,9 @@ class Trainer:
         wl = cfg["workload"]
         self.wl, self.ctx, self.device = wl, ctx, ctx.device
         self.strategy = wl["strategy"] if cfg["cards"] > 1 else "none"
-        self.hpu = ctx.device.kind == "hpu"
         dtype = getattr(torch, cfg["precision"]["dtype"])
-        self.forward_kwargs: dict[str, Any] = {}
-        if self.hpu:   # optimum-habana's model classes (fused kernels, flash attention) replace transformers'
-            from optimum.habana.transformers.modeling_utils import adapt_transformers_to_gaudi
-
-            adapt_transformers_to_gaudi()
-            if wl["attention"] == "flash":
-                self.forward_kwargs["use_flash_attention"] = True
         model = build_causal_lm(cfg["model"], dtype, ctx.device.torch_device, seed=cfg["seed"])
-        if not (self.hpu and wl["attention"] == "flash"):
-            model.set_attn_implementation(ATTENTION[wl["attention"]])
+        model.set_attn_implementation(ATTENTION[wl["attention"]])
         model.config.use_cache = False
         model.train()
         if wl["method"] == "lora":
@@ -86,12 +115,6 @@ class Trainer:
                 model=model, optimizer=self.optimizer, config=deepspeed_config(wl, cfg["precision"]["dtype"]))
             self.model = self.engine
 
-    def _mark_step(self) -> None:
-        if self.hpu:
-            import habana_frameworks.torch.core as htcore
-
-            htcore.mark_step()
-
     def step(self, micro_batches: list[dict[str, torch.Tensor]]) -> float:
         """One optimiser step over `micro_batches`; returns the mean loss (per real token) of this rank."""
         dev = self.device.torch_device
@@ -100,7 +123,7 @@ class Trainer:
             mb = {k: v.to(dev) for k, v in mb.items()}
             last = i == len(micro_batches) - 1
             if self.engine is not None:   # DeepSpeed scales, accumulates and steps at the boundary itself
-                loss = self.engine(**mb, **self.forward_kwargs).loss
+                loss = self.engine(**mb).loss
                 self.engine.backward(loss)
                 self.engine.step()
             else:
@@ -108,29 +131,17 @@ class Trainer:
                 if self.strategy == "fsdp":   # reduce-scatter gradients once, on the last micro-batch
                     self.model.set_requires_gradient_sync(last)
                 with sync:
-                    loss = self.model(**mb, **self.forward_kwargs).loss
+                    loss = self.model(**mb).loss
                     (loss / len(micro_batches)).backward()
-            self._mark_step()
             losses.append(float(loss.detach()))
         if self.engine is None:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-            self._mark_step()
         self.device.synchronize()
         return sum(losses) / len(losses)
 
     def local_param_bytes(self) -> int:
-        """Bytes of the parameters this rank holds: its shard under fsdp and zero3, everything otherwise."""
-        total = 0
-        for p in self.model.parameters():
-            if hasattr(p, "ds_tensor"):           # DeepSpeed ZeRO-3 partition
-                total += p.ds_tensor.numel() * p.ds_tensor.element_size()
-            elif hasattr(p, "to_local"):          # FSDP2 DTensor shard
-                local = p.to_local()
-                total += local.numel() * local.element_size()
-            else:
-                total += p.numel() * p.element_size()
-        return total
+        return local_param_bytes(self.model)
 
     # ---------------------------------------------------------------- checkpoints (requeue)
 
