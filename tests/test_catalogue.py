@@ -14,7 +14,7 @@ def test_catalogue_is_complete():
     assert {p.stem for p in HARDWARE} == {"cpu", "v100", "a100", "h100", "h200", "gh200", "mi250", "mi300x",
                                          "gaudi1", "gaudi2", "gaudi3"}
     assert {"tiny-llama", "tiny-mistral", "llama-2-7b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
-            "tinyllama-1.1b", "tiny-sr3", "sr3", "pydoc-llama"} == {p.stem for p in MODELS}
+            "tinyllama-1.1b", "tiny-sr3", "sr3", "pydoc-llama", "gemma-2-27b"} == {p.stem for p in MODELS}
     assert PRECISIONS == {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mixed"}
 
 

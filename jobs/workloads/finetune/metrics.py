@@ -60,20 +60,26 @@ def train_flops_per_token(c: dict[str, Any], method: str, seq_len: int) -> float
 def memory_estimate_gb(c: dict[str, Any], dtype: str, *, method: str, lora: dict[str, Any] | None, strategy: str,
                        cards: int, batch: int, seq_len: int, attention: str, offload: bool = False) -> float:
     """Per-card bytes (GB) of weights + gradients + AdamW states (two fp32 moments) of the trainable parameters +
-    activations of one micro-batch. zero3 and fsdp shard weights, gradients and states over the cards (ZeRO-3
-    with offload=cpu keeps states and weights in host memory); activations are per card. Activations per layer and
-    token: 34 x hidden x 2 bytes, plus 5 x heads x seq_len x 2 bytes for the materialised attention scores with
-    eager attention (Korthikanti et al. 2022, 16-bit), scaled by dtype bytes / 2."""
+    activations of one micro-batch + the logits. zero3 and fsdp shard weights, gradients and states over the cards
+    (ZeRO-3 with offload=cpu keeps states and weights in host memory) but gather a unit's full weights before using
+    it: the decoder layer in use, the next one prefetched and the embeddings (FSDP's root unit) are whole on every
+    card. Activations are per card: per layer and token 34 x hidden x 2 bytes, plus 5 x heads x seq_len x 2 bytes
+    for the materialised attention scores with eager attention (Korthikanti et al. 2022, 16-bit), scaled by dtype
+    bytes / 2; the logits are batch x seq_len x vocab in the dtype plus their fp32 copy for the loss."""
     b = DTYPE_BYTES[dtype]
     total, trainable = parameters(c), trainable_parameters(c, method, lora)
     state = total * b + trainable * (b + 8)
-    shard = cards if strategy in ("zero3", "fsdp") else 1
+    h, _, layers, heads, _, _ = dims(c)
+    shard, gathered = 1, 0.0
+    if strategy in ("zero3", "fsdp") and cards > 1:
+        shard = cards
+        gathered = (2 * (total - embedding_params(c) - h) / layers + embedding_params(c)) * b
     if strategy == "zero3" and offload:
         state = 0.0
-    h, _, layers, heads, _, _ = dims(c)
     per_token = 34 * h + (5 * heads * seq_len if attention == "eager" else 0)
     act = batch * seq_len * layers * per_token * b / 2
-    return (state / shard + act) / 1e9
+    logits = batch * seq_len * c["vocab_size"] * (b + 4)
+    return (state / shard + gathered + act + logits) / 1e9
 
 
 def step_metrics(*, tokens: int, samples: int, step_s: float, budget: int, flops_per_token: float | None,
