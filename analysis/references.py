@@ -1,4 +1,5 @@
-"""Published reference figures (LLM-Inference-Bench; PEARC 2026 SR3) mapped onto accelsweep's table columns.
+"""Published reference figures (LLM-Inference-Bench; PEARC 2026 SR3 and fine-tuning) mapped onto accelsweep's
+table columns.
 
 The data are tidy CSV copies in ``analysis/published/`` (see its README.md; BSD 3-Clause,
 Copyright (c) 2024, UChicago Argonne, LLC, licence text in LICENSE-llm-inference-bench.txt), shipped as
@@ -214,11 +215,60 @@ def sr3_measured(measured: pd.DataFrame) -> pd.DataFrame:
 
 def sr3_matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     """Published SR3 rows with the hardware and card count of a measured point in the paper's setting."""
-    m = sr3_measured(measured)
+    return _matching_on(sr3_measured(measured), published, SR3_KEYS)
+
+
+def _matching_on(m: pd.DataFrame, published: pd.DataFrame, keys: tuple[str, ...]) -> pd.DataFrame:
+    """Published rows whose `keys` equal those of a row of `m` (measured rows already in the study's setting)."""
     if m.empty or published is None or published.empty:
         return published.iloc[0:0] if published is not None else published
-    keys = {_key(r) for r in m[list(SR3_KEYS)].itertuples(index=False)}
-    return published[[_key(r) in keys for r in published[list(SR3_KEYS)].itertuples(index=False)]]
+    seen = {_key(r) for r in m[list(keys)].itertuples(index=False)}
+    return published[[_key(r) in seen for r in published[list(keys)].itertuples(index=False)]]
+
+
+# --------------------------------------------------------------------------- PEARC 2026: fine-tuning minutes
+
+FINETUNE_MINUTES = "pearc26_finetune_minutes.csv"
+# The paper's fine-tuning setting in accelsweep's columns (its LoRA defaults are workload=finetune's), and the
+# strategies of its 8B minutes: one card, or data parallel on 8.
+FINETUNE_SETTING = {"workload": "finetune", "method": "lora", "precision": "bf16"}
+FINETUNE_STRATEGIES = ("none", "ddp")
+FINETUNE_KEYS = ("hardware", "model", "method", "cards")
+FINETUNE_MODELS = {"Llama-3.1-8B": "llama-3-8b"}   # accelsweep's llama-3-8b has Llama-3.1-8B's shapes
+
+
+def load_finetune(directory: Path | str = REFERENCES) -> pd.DataFrame:
+    """The paper's LoRA fine-tuning minutes (read off its figure, about 5%) as accelsweep rows:
+    time_to_budget_min = the published minutes."""
+    path = Path(directory) / FINETUNE_MINUTES
+    cols = [*FINETUNE_KEYS, "engine", "time_to_budget_min", "source", "published"]
+    if not path.is_file():
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    src = pd.read_csv(path)
+    out = pd.DataFrame({"hardware": src["hardware"].astype(str),
+                        "model": src["model"].map(lambda m: FINETUNE_MODELS.get(m, m)).astype(str),
+                        "method": src["method"].astype(str), "cards": src["cards"].astype(int),
+                        "engine": "optimum-habana (published)",
+                        "time_to_budget_min": src["minutes_approx"].astype(float)})
+    out["source"], out["published"] = "PEARC 2026 fine-tuning (published minutes, approximate)", True
+    return out[cols].reset_index(drop=True)
+
+
+def finetune_measured(measured: pd.DataFrame) -> pd.DataFrame:
+    """Ok measured points in the paper's fine-tuning setting (LoRA, bf16, one card or ddp)."""
+    need = [*FINETUNE_KEYS, "status", "workload", "precision", "strategy"]
+    if measured is None or any(k not in measured for k in need):
+        return pd.DataFrame(columns=need)
+    m = measured[measured["status"].astype(str).eq("ok")]
+    for key, value in FINETUNE_SETTING.items():
+        m = m[m[key].astype(str).eq(value)]
+    m = m[m["strategy"].astype(str).isin(FINETUNE_STRATEGIES)]
+    return m.dropna(subset=list(FINETUNE_KEYS))
+
+
+def finetune_matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
+    """Published fine-tuning minutes with the hardware, model, method and card count of a measured point."""
+    return _matching_on(finetune_measured(measured), published, FINETUNE_KEYS)
 
 
 def _comparable(measured: pd.DataFrame) -> pd.DataFrame:
@@ -245,6 +295,13 @@ STUDIES: dict[str, Study] = {
                                 "timed steps (budget_samples / images_per_s)",
                "scaling_efficiency": "T(1) / (N x T(N)) from the throughput, the same code for both",
                "speedup_vs_previous": "throughput / previous generation's, same card count, the same code for both"}),
+    "pearc26-finetune": Study(
+        name="pearc26-finetune", title="PEARC 2026: LoRA fine-tuning", attribution=PEARC26_ATTRIBUTION,
+        load=load_finetune, match=finetune_matching, measured=finetune_measured, keys=FINETUNE_KEYS,
+        notes={"time_to_budget_min": "minutes of the paper's LoRA fine-tuning of Llama-3.1-8B (bf16, one card or "
+                                     "ddp), read off its figure (about 5%); measured: projected for "
+                                     "workload.token_budget, the median over attention kernels. The paper's token "
+                                     "budget is not published, so compare ratios across hardware and cards"}),
 }
 
 

@@ -274,3 +274,29 @@ def test_page_speedups_by_hand():
     assert [(r["strategy"], r["_speedup"]) for r in ctx["strategy_rows"]] == [("zero3", 0.5)]
     pub = {(r["hardware"], r["cards"]): r for r in ctx["published_rows"]}
     assert pub[("gaudi2", 1)]["published"] == "78" and pub[("gaudi2", 1)]["measured"] != "—"
+
+
+def test_published_minutes_are_a_study_for_both_pages():
+    """The paper's minutes come through analysis.references.STUDIES: compared on the Published studies page and on
+    the fine-tuning page, only with points in its setting (LoRA, bf16, one card or ddp)."""
+    import pandas as pd
+
+    from analysis import references
+    from report.pages import studies
+
+    study = references.STUDIES["pearc26-finetune"]
+    pub = study.load()
+    assert len(pub) == 6 and set(pub["model"]) == {"llama-3-8b"} and set(pub["cards"]) == {1, 8}
+    row = {"workload": "finetune", "status": "ok", "model": "llama-3-8b", "precision": "bf16", "method": "lora",
+           "attention": "flash", "batch_size": 2, "grad_accum": 2, "seq_len": 512, "token_budget": 10**7,
+           "train_tok_s": 1000.0}
+    table = pd.DataFrame([{**row, "hardware": "gaudi2", "cards": 1, "strategy": "none", "time_to_budget_min": 60.0},
+                          {**row, "hardware": "gaudi2", "cards": 8, "strategy": "ddp", "time_to_budget_min": 10.0},
+                          {**row, "hardware": "gaudi2", "cards": 8, "strategy": "zero3", "time_to_budget_min": 99.0},
+                          {**row, "hardware": "gaudi3", "cards": 1, "strategy": "none", "method": "full",
+                           "time_to_budget_min": 99.0}])
+    cmp = references.compare_study(table, study, ["time_to_budget_min"])
+    assert sorted(zip(cmp["cards"], cmp["published"], cmp["measured"])) == [(1, 78.0, 60.0), (8, 11.0, 10.0)]
+    assert cmp["ratio"].tolist() == pytest.approx([60 / 78, 10 / 11])
+    (preset, s, rows), = [c for c in studies.comparisons(table) if c[0]["reference"] == "pearc26-finetune"]
+    assert s is study and len(rows) == 2

@@ -10,16 +10,15 @@ import pandas as pd
 
 from analysis import references
 from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, limit_series, records, to_spec
-from report.pages import Page, label, numeric, rows_for, workload_page_applies
+from report.pages import Page, label, numeric, rows_for, studies, workload_page_applies
 
 WORKLOAD = "finetune"
 TPUT, MINUTES = "train_tok_s", "time_to_budget_min"
 # What one training configuration is, less what a comparison varies.
 CONFIG = ["hardware", "model", "precision", "method", "attention", "strategy", "cards", "batch_size", "grad_accum",
           "seq_len", "token_budget"]
-PUBLISHED = "pearc26_finetune_minutes.csv"
-ATTRIBUTION = ("Published figures: Nanda et al., PEARC 2026 (amitashnanda/Voyager_Gaudi_Benchmarks), MIT licence, "
-               "© 2026 Amitash Nanda; minutes read off a figure, approximate")
+STUDY = "pearc26-finetune"   # analysis.references.STUDIES: the paper's minutes, also on the Published studies page
+ATTRIBUTION = references.PEARC26_ATTRIBUTION + "; minutes read off a figure, approximate"
 # The paper's text findings (analysis/published/README.md), shown beside what the sweep measured.
 FINDINGS = {
     "generation": "Gaudi2 about 2.6–3.1× faster than Gaudi1; Gaudi3 1.6–2.2× faster than Gaudi2",
@@ -28,8 +27,6 @@ FINDINGS = {
                 "sharding is much slower than one card",
     "strategy": "DeepSpeed ZeRO-3 beat FSDP",
 }
-# The paper fine-tuned Llama-3.1-8B; accelsweep's llama-3-8b has its shapes.
-PAPER_MODELS = {"Llama-3.1-8B": "llama-3-8b"}
 
 
 def _ok(table: pd.DataFrame) -> pd.DataFrame:
@@ -86,26 +83,25 @@ def ratio_rows(ok: pd.DataFrame, vary: str, base: Any, others: list[Any] | None 
 
 
 def published() -> pd.DataFrame:
+    try:   # loaded once per process, shared with the studies page
+        return studies.published(STUDY).copy()
+    except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
+        return pd.DataFrame(columns=[*references.FINETUNE_KEYS, MINUTES])
+
+
+def published_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every published figure, with the median measured minutes of the points in the paper's setting that match
+    it (the study's keys: hardware, model, method, cards)."""
+    study = references.STUDIES[STUDY]
+    keys = list(study.keys)
     try:
-        pub = pd.read_csv(references.REFERENCES / PUBLISHED)
-    except OSError:
-        return pd.DataFrame(columns=["model", "method", "hardware", "cards", "minutes_approx"])
-    return pub.assign(model=pub["model"].map(lambda m: PAPER_MODELS.get(m, m)))
-
-
-def published_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
-    """Every published figure, with the measured minutes of matching points (LoRA, bf16, hardware, cards)."""
-    data = _configs(ok[numeric(ok, MINUTES).notna()], ["hardware", "model", "precision", "method", "cards"]) \
-        if not ok.empty else pd.DataFrame()
-    rows = []
-    for _, p in published().iterrows():
-        m = data[(data["hardware"].astype(str) == p["hardware"]) & (data["model"].astype(str) == p["model"])
-                 & (data["method"] == p["method"]) & (data["cards"] == p["cards"])
-                 & data["precision"].astype(str).eq("bf16")] if not data.empty else data
-        measured = float(m["minutes"].median()) if len(m) else float("nan")
-        rows.append({"hardware": p["hardware"], "model": p["model"], "method": p["method"], "cards": int(p["cards"]),
-                     "published": fmt_num(p["minutes_approx"]), "measured": fmt_num(measured)})
-    return rows
+        cmp = references.compare_study(table, study, [MINUTES]) if len(table) else pd.DataFrame()
+    except (OSError, ValueError, KeyError, TypeError):
+        cmp = pd.DataFrame()
+    measured = {tuple(str(r[k]) for k in keys): r["measured"] for _, r in cmp.iterrows()}
+    return [{**{k: _plain(p[k]) for k in keys}, "published": fmt_num(p[MINUTES]),
+             "measured": fmt_num(measured.get(tuple(str(p[k]) for k in keys), float("nan")))}
+            for _, p in published().iterrows()]
 
 
 def time_chart(ok: pd.DataFrame) -> Chart:
