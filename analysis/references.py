@@ -201,14 +201,22 @@ def load_sr3(directory: Path | str = REFERENCES) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
+def _ok_in(measured: pd.DataFrame, need: list[str], setting: dict[str, object]) -> pd.DataFrame:
+    """Ok rows of `measured` whose `setting` columns have those values (compared as text); no rows, with the
+    `need`ed columns, when one of them is missing."""
+    need = [*need, "status", *setting]
+    if measured is None or any(k not in measured for k in need):
+        return pd.DataFrame(columns=list(dict.fromkeys(need)))
+    m = measured[measured["status"].astype(str).eq("ok")]
+    for key, value in setting.items():
+        m = m[m[key].astype(str).eq(str(value))]
+    return m
+
+
 def sr3_measured(measured: pd.DataFrame) -> pd.DataFrame:
     """Ok measured points in the paper's SR3 setting (model sr3, 64→256, batch 4, strong-scaling training)."""
-    need = [*SR3_KEYS, "status", "workload", "phase", "scaling"]
-    if measured is None or any(k not in measured for k in need):
-        return pd.DataFrame(columns=need)
-    m = measured[measured["status"].astype(str).eq("ok")]
-    for key in ("workload", "model", "phase", "scaling", "resolution"):
-        m = m[m[key].astype(str).eq(str(SR3_SETTING[key]))]
+    m = _ok_in(measured, list(SR3_KEYS), {k: SR3_SETTING[k] for k in ("workload", "model", "phase", "scaling",
+                                                                       "resolution")})
     m = m[pd.to_numeric(m["batch_size"], errors="coerce").eq(SR3_SETTING["batch_size"])]
     return m.dropna(subset=list(SR3_KEYS))
 
@@ -256,12 +264,7 @@ def load_finetune(directory: Path | str = REFERENCES) -> pd.DataFrame:
 
 def finetune_measured(measured: pd.DataFrame) -> pd.DataFrame:
     """Ok measured points in the paper's fine-tuning setting (LoRA, bf16, one card or ddp)."""
-    need = [*FINETUNE_KEYS, "status", "workload", "precision", "strategy"]
-    if measured is None or any(k not in measured for k in need):
-        return pd.DataFrame(columns=need)
-    m = measured[measured["status"].astype(str).eq("ok")]
-    for key, value in FINETUNE_SETTING.items():
-        m = m[m[key].astype(str).eq(value)]
+    m = _ok_in(measured, [*FINETUNE_KEYS, "strategy"], FINETUNE_SETTING)
     m = m[m["strategy"].astype(str).isin(FINETUNE_STRATEGIES)]
     return m.dropna(subset=list(FINETUNE_KEYS))
 
