@@ -298,5 +298,5 @@ def test_published_minutes_are_a_study_for_both_pages():
     cmp = references.compare_study(table, study, ["time_to_budget_min"])
     assert sorted(zip(cmp["cards"], cmp["published"], cmp["measured"])) == [(1, 78.0, 60.0), (8, 11.0, 10.0)]
     assert cmp["ratio"].tolist() == pytest.approx([60 / 78, 10 / 11])
-    (preset, s, rows), = [c for c in studies.comparisons(table) if c[0]["reference"] == "pearc26-finetune"]
+    (_, s, rows), = [c for c in studies.comparisons(table) if c[0]["reference"] == "pearc26-finetune"]
     assert s is study and len(rows) == 2
