@@ -13,7 +13,7 @@ cd "$out"
 timeout 280 python -m jobs.sweep -m workload=finetune hardware=h200 cards=1 model=llama-3-8b model.init=random \
     precision=bf16 workload.method=lora workload.attention=$attn workload.seq_len=512 workload.batch_size=2 \
     workload.grad_accum=2 workload.warmup_steps=3 workload.repeats=20 workload.noise.target=null \
-    sweep.name=gpu-finetune sweep.report=false
+    sweep.name=gpu-finetune sweep.report=false || echo "sweep: exit $? (the records are kept; a failed point shows in the table)"
 python -m analysis.aggregate runs/gpu-finetune
 python - <<'PY'
 import pandas as pd
