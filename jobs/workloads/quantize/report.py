@@ -159,5 +159,5 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
 
 
 PAGE = Page(slug="quantize", title="Quantization", template="quantize.html", context=context, charts=charts,
-            applies=workload_page_applies(WORKLOAD), order=14, workload=WORKLOAD,
+            applies=workload_page_applies(WORKLOAD), order=13, workload=WORKLOAD,
             link=lambda row: "quantize.html#pareto")
