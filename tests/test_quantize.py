@@ -2,6 +2,7 @@
 sweep on a tiny embedded model (trained in a temporary cache) with cards=1,2, records, table and report."""
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -75,10 +76,35 @@ def test_budgeted_path_compresses_step_by_step_and_meets_targets():
     p = _problem(COST)
     path = assign.budgeted_path(p)
     comps = [p.compression(a) for a in path]
-    assert comps == sorted(comps) and path[0] == dict.fromkeys("abcd", 16) and path[-1] == dict.fromkeys("abcd", 4)
+    costs = [p.predicted(a) for a in path]
+    assert comps == sorted(comps) and costs == sorted(costs)   # a Pareto front: more compression costs more
+    assert path[0] == dict.fromkeys("abcd", 16) and path[-1] == dict.fromkeys("abcd", 4)
     a = assign.for_compression(p, path, 4.0)
-    assert p.compression(a) >= 4.0 and a["b"] == 4   # the cheapest unit per saved bit goes lowest first
+    assert p.compression(a) >= 4.0 and p.predicted(a) == 3.1   # 8,8,4,16: cheaper than any greedy b->4 first
     assert assign.for_bits(p, path, 8.0) == assign.for_compression(p, path, 32 / 8.0)
+
+
+def _brute_force(p, target):
+    """The least predicted cost over every assignment that reaches `target`."""
+    alls = [dict(zip(p.units, t)) for t in itertools.product(p.bits, repeat=len(p.units))]
+    return min(p.predicted(a) for a in alls if p.compression(a) >= target)
+
+
+@pytest.mark.parametrize("max_front", [4096, 5])
+def test_budgeted_is_the_exact_knapsack_optimum(max_front):
+    # costs with noise below zero (clipped: quantizing never "improves" the model) and no convex structure
+    cost = [[0, -.2, 5], [-.01, .1, .3], [0, .5, 2], [0, 3, 9], [0, .05, 4]]
+    numel = [1000, 1000, 2000, 500, 3000]
+    p = assign.Problem(units=list("abcde"), numel=numel, bits=[16, 8, 4],
+                       stored=[{b: n * b + (0 if b == 16 else n // 100 * 16) for b in (16, 8, 4)} for n in numel],
+                       cost=cost)
+    path = assign.budgeted_path(p, max_front=max_front)
+    assert all(c >= 0 for a in path for c in [p.predicted(a)])
+    for target in (2.5, 3.0, 3.47, 4.0, 4.8, 5.5, 5.93, 6.5):
+        a = assign.for_compression(p, path, target)
+        assert p.compression(a) >= target
+        if max_front == 4096:   # exact; a thinned front (5 states) is feasible but may cost more
+            assert p.predicted(a) == pytest.approx(_brute_force(p, target))
 
 
 def test_budgeted_beats_or_ties_kmeans_on_predicted_cost():
@@ -90,6 +116,31 @@ def test_budgeted_beats_or_ties_kmeans_on_predicted_cost():
         k = assign.for_compression(p, kpath, target)
         assert p.compression(b) >= target and p.compression(k) >= target
         assert p.predicted(b) <= p.predicted(k) + 1e-12
+
+
+def test_costs_are_the_clipped_kl_or_the_spread_proxy():
+    from jobs.workloads.quantize import sensitivity
+
+    kind, cost, feature = sensitivity.costs({"kind": "measured", "bits": [16, 8, 4], "ppl_delta": [[-.1, -.2, .5]],
+                                             "kl": [[-1e-9, 1e-4, 3e-2]]})
+    assert kind == "kl" and cost == feature == [[0.0, 1e-4, 3e-2]]   # the noisy perplexity delta is not used
+    kind, cost, feature = sensitivity.costs({"kind": "prune", "bits": [16, 8, 4], "prune_score": [0.32, -0.1]})
+    assert kind == "prune" and feature == [[0.32], [-0.1]]
+    assert cost == [[0.32 * 4.0 ** -12, 0.32 * 4.0 ** -4, 0.32], [0.0, 0.0, 0.0]]
+
+
+def test_perplexity_target_bisects_the_path():
+    path = [{"u": b} for b in (16, 8, 6, 5, 4, 3)]
+    ppl = {16: 10.0, 8: 10.01, 6: 10.1, 5: 10.3, 4: 11.0, 3: 14.0}
+    seen = []
+
+    def measure(a):
+        seen.append(a["u"])
+        return ppl[a["u"]]
+
+    assert assign.within_perplexity(path, 10.0, 10.35, measure) == {"u": 5} and len(seen) <= 3
+    assert assign.within_perplexity(path, 10.0, 20.0, measure) == {"u": 3}
+    assert assign.within_perplexity(path[1:], 10.0, 10.005, measure) is None
 
 
 def test_kmeans_with_the_papers_widths():
@@ -106,7 +157,7 @@ def test_impossible_targets_name_the_achievable_range():
     with pytest.raises(assign.TargetError, match="fewer than all-4-bit allows"):
         assign.for_bits(p, assign.budgeted_path(p), 3.0)
     with pytest.raises(assign.TargetError, match="below the unquantized model's 12.02"):
-        assign.within_perplexity(p, assign.budgeted_path(p), 12.02, 11.0)
+        assign.within_perplexity(assign.budgeted_path(p), 12.02, 11.0, lambda a: 12.5)
 
 
 # --------------------------------------------------------------------------- plan time

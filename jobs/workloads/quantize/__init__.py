@@ -188,13 +188,14 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     smap, reused = sensitivity.cached(facts.get("weights_cache"), wl, lambda: (
         sensitivity.measured(scorer, us, bits, base, g) if wl["sensitivity"] == "measured"
         else sensitivity.prune(scorer, us, bits, base, wl["prune_amount"])), write=ctx.rank == 0)
+    cost_kind, cost, feature = sensitivity.costs(smap)
     prob = assignment.Problem(units=[u.name for u in us], numel=[u.numel for u in us], bits=bits,
-                              stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=smap["cost"])
+                              stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=cost)
     labels = None
     if wl["assign"] == "budgeted":
         path = assignment.budgeted_path(prob)
     else:
-        path, labels = assignment.kmeans_path(prob, smap["feature"], wl["clusters"], cfg["seed"], wl["cluster_bits"])
+        path, labels = assignment.kmeans_path(prob, feature, wl["clusters"], cfg["seed"], wl["cluster_bits"])
     by_name = {u.name: u for u in us}
 
     def score(a: dict[str, int]) -> dict[str, float]:
@@ -204,11 +205,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     try:
         if wl["target"] is None:
             chosen = path[0]
-        elif wl["target_kind"] == "perplexity":   # measured, most compressed first, until one is within budget
-            for chosen in assignment.within_perplexity(prob, path, base["perplexity"], wl["target"]):
-                if score(chosen)["perplexity"] <= wl["target"]:
-                    break
-            else:
+        elif wl["target_kind"] == "perplexity":   # measured along the path (bisection)
+            chosen = assignment.within_perplexity(path, base["perplexity"], wl["target"],
+                                                  lambda a: score(a)["perplexity"])
+            if chosen is None:
                 return Result(samples={}, status="failed", info={"sensitivity_map": json.dumps(smap)},
                               error=f"no assignment on the {wl['assign']} path is within perplexity "
                                     f"{wl['target']:g} (unquantized: {base['perplexity']:.4g}); raise the target")
@@ -223,7 +223,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     info: dict[str, Any] = {**facts, "units": len(us), "weights_quantized": sum(prob.numel),
                             "parameters": sum(p.numel() for p in model.parameters()),
                             "sensitivity_map": json.dumps(smap), "assignment": json.dumps(chosen),
-                            "predicted_ppl_increase": prob.predicted(chosen),
+                            "cost": cost_kind, "predicted_cost": prob.predicted(chosen),
                             "eval_tokens_scored": scorer.tokens,
                             "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32"}
     if labels is not None:
