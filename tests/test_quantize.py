@@ -247,6 +247,25 @@ def test_pareto_front_and_paper_points():
     assert paper.loc[("fake_8-4-4", "gaudi2"), "ppl_increase_pct"] == pytest.approx(100 * (12.39 / 12.02 - 1))
 
 
+def test_methods_are_compared_at_equal_compression():
+    from jobs.workloads.quantize import report
+
+    rows = [("budgeted", "measured", 3.5, 0.1, 1e-3), ("budgeted", "measured", 5.0, 0.4, 4e-3),
+            ("kmeans", "prune", 4.0, 0.6, 6e-3), ("kmeans", "measured", 5.0, 0.3, 5e-3),
+            ("kmeans", "measured", 7.0, 1.0, 9e-3)]   # 7x: beyond the budgeted points, not extrapolated
+    t = pd.DataFrame([{"workload": "quantize", "status": "ok", "model": "m", "granularity": "layer", "apply": "fake",
+                       "assign": a, "sensitivity": s, "method": f"{a} · {s}", "target": c, "compression_x": c,
+                       "ppl_increase_pct": p, "kl": k} for a, s, c, p, k in rows])
+    eq = report.equal_compression(t).set_index("method")
+    assert list(eq.index) == ["kmeans · prune", "kmeans · measured"]
+    assert eq.loc["kmeans · prune", "budgeted_ppl_increase_pct"] == pytest.approx(0.2)   # a third of the way
+    assert eq.loc["kmeans · prune", "budgeted_kl"] == pytest.approx(2e-3)
+    assert eq.loc["kmeans · prune", "budgeted_from"] == "interpolated"
+    assert eq.loc["kmeans · measured", "budgeted_from"] == "measured"
+    other = t.assign(model="other")[t["assign"].eq("kmeans")]   # no budgeted points of that model: no comparison
+    assert len(report.equal_compression(pd.concat([t, other]))) == 2
+
+
 # --------------------------------------------------------------------------- end to end
 
 @pytest.fixture(scope="module")
@@ -290,7 +309,7 @@ def test_report_has_the_quantization_page(tiny_sweep):
         page = next(cwd.rglob("quantize.html"))
     text = page.read_text()
     assert "Sensitivity map — pydoc-llama · measured · layer" in text and 'id="pareto"' in text
-    assert "PEARC 2026" in text
+    assert "PEARC 2026" in text and 'id="equal"' in text
 
 
 @pytest.mark.slow
