@@ -212,8 +212,13 @@ def test_preset_follows_the_schema(make_cfg):
 def test_real_kernels_where_the_device_has_them(make_cfg):
     from jobs.workloads.quantize import kernels
 
+    import importlib.util
+
     assert "has no quantized kernels on device cpu" in problems(make_cfg, "workload.apply=real",
-                                                                 "workload.backend=bitsandbytes")[0]
+                                                                 "workload.backend=inc")[0]
+    bnb = problems(make_cfg, "workload.apply=real", "workload.backend=bitsandbytes")
+    assert bnb == ([] if importlib.util.find_spec("bitsandbytes") else
+                   ["workload.backend=bitsandbytes is not installed: pip install 'accelsweep[quantize-kernels]'"])
     assert kernels.choose("inc", "cpu")[0] is None
     assert problems(make_cfg, "workload.apply=real") == []   # auto: falls back to fake, and the record says so
 
@@ -232,6 +237,35 @@ def test_torchao_int8_holds_int8_bytes_and_the_rest_stays_fake():
     assert kernels.model_bytes(q) < kernels.model_bytes(model) - 128 * 256 * 2   # int8 codes, not fp32
     x = torch.randn(2, 128)
     assert torch.allclose(q.a(x), model.a(x), atol=0.05)
+
+
+def test_bitsandbytes_int8_and_nf4_hold_their_bytes_and_start_from_the_original_weights():
+    import torch
+
+    pytest.importorskip("bitsandbytes")
+    from jobs.workloads.quantize import kernels
+
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.a, model.b, model.c = torch.nn.Linear(128, 256), torch.nn.Linear(256, 128), torch.nn.Linear(128, 64)
+    us = {n: fakequant.Unit(n, ((n.lower(), getattr(model, n.lower())),)) for n in "ABC"}
+    originals = {n: getattr(model, n).weight.detach().clone() for n in "abc"}
+    with torch.no_grad():
+        model.a.weight.mul_(0)   # a stand-in for fake-quantized weights: the real kernel must not start from them
+    q, facts = kernels.apply(model, {"A": 8, "B": 4, "C": 16}, us, "bitsandbytes", "cpu", 128, originals)
+    assert facts["applied"] == "real:bitsandbytes" and facts["real_units"] == 2 and "fake-quantized" in facts["apply_note"]
+    assert type(q.a).__name__ == "Linear8bitLt" and type(q.b).__name__ == "Linear4bit" and type(q.c) is torch.nn.Linear
+    held = [kernels.weight_bytes(m) for m in (q.a, q.b, q.c)]
+    assert held[0] == 128 * 256 + 4 * 256                 # int8 codes + an fp32 scale per row
+    assert 256 * 128 // 2 < held[1] < 256 * 128 * 0.6     # nf4 codes + small absmax overhead
+    x = torch.randn(4, 128)
+    ref_a = torch.nn.functional.linear(x, originals["a"], model.a.bias)
+    assert torch.allclose(q.a(x), ref_a, atol=0.05)
+    ref_b = torch.nn.functional.linear(torch.randn(4, 256), originals["b"], model.b.bias)
+    assert q.b(torch.randn(4, 256)).shape == ref_b.shape
+    assert [kernels.weight_bytes(m) for m in (q.a, q.b, q.c)] == held   # the scales move, they are still counted
+    assert facts["compression_held_x"] == pytest.approx(4 * (128 * 256 + 256 * 128 + 128 * 64) / sum(held))
+    assert kernels.model_bytes(q) == sum(held) + 4 * (256 + 128 + 64)   # + fp32 biases
 
 
 # --------------------------------------------------------------------------- report

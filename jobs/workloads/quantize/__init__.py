@@ -232,9 +232,12 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info[f"units_at_{b}bit"] = sum(1 for v in chosen.values() if v == b)
 
     device = cfg.get("device_override") or cfg["hardware"]["device"]
+    originals = {q: m.weight.detach().clone() for u in us for q, m in u.linears} if wl["apply"] == "real" else None
+    held = None
     with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True):
         if wl["apply"] == "real":
-            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g)
+            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g, originals)
+            held = real_info.pop("compression_held_x", None)
             info.update(real_info)
         else:
             target_model = model
@@ -248,6 +251,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
                    compression_x=[prob.compression(chosen)], avg_bits=[prob.avg_bits(chosen)],
                    compression_model_x=[fp32 / stored], stored_mb=[stored / 8 / 1e6], memory_mb=[memory / 1e6])
+    if held is not None:
+        samples["compression_held_x"] = [held]
     if peak is None:   # not rank 0
         return Result(samples={})
     if all(p is not None for p in peak):

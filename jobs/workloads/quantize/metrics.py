@@ -34,6 +34,10 @@ METRICS = MetricSet(
         Metric("compression_model_x", "x", "fp32 bytes / stored bytes of the whole model: units as above, "
                                            "embeddings and head at fp16, norms fp32", HIGHER, repeat=PER_POINT,
                cross_hardware=False, label="whole-model compression"),
+        Metric("compression_held_x", "x", "apply=real: 32 x weights / bits the decoder blocks' linear layers "
+                                          "actually hold after the backend quantized them (its codes and scales, "
+                                          "in its own format; float units at their float size)", HIGHER,
+               repeat=PER_POINT, cross_hardware=False, label="compression held"),
         Metric("avg_bits", "bits/weight", "stored bits per weight of the units, scales included (= 32 / "
                                           "compression_x)", LOWER, repeat=PER_POINT, cross_hardware=False,
                label="average bits"),
