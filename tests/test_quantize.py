@@ -268,6 +268,29 @@ def test_bitsandbytes_int8_and_nf4_hold_their_bytes_and_start_from_the_original_
     assert kernels.model_bytes(q) == sum(held) + 4 * (256 + 128 + 64)   # + fp32 biases
 
 
+def test_inc_fp8_config_follows_optimum_habanas_and_falls_back_without_gaudi():
+    """Intel Neural Compressor cannot run here (no Gaudi): its configuration only, and the fallback."""
+    import importlib.util
+
+    import torch
+
+    from jobs.workloads.quantize import kernels
+
+    cfg = kernels.inc_config({"m.layers.0.q"}, ["m.layers.0.q", "m.layers.0.k", "m.layers.1.q"], torch.bfloat16,
+                             "/tmp/stats")
+    assert cfg["blocklist"] == {"types": [], "names": ["m.layers.0.k", "m.layers.1.q", "lm_head"]}
+    assert (cfg["mode"], cfg["observer"], cfg["scale_method"], cfg["fp8_config"], cfg["hp_dtype"]) == (
+        "AUTO", "maxabs", "maxabs_hw", "E4M3", "bf16")   # optimum-habana's maxabs_measure/maxabs_quant.json
+    assert cfg["dump_stats_path"] == "/tmp/stats/measure"
+    if importlib.util.find_spec("neural_compressor") is None:
+        model = torch.nn.Module()
+        model.a = torch.nn.Linear(8, 8)
+        q, facts = kernels.apply(model, {"A": 8}, {"A": fakequant.Unit("A", (("a", model.a),))}, "auto", "hpu", 128)
+        assert q is model and facts["applied"] == "fake" and "real kernels unavailable" in facts["apply_note"]
+        assert kernels.choose("inc", "hpu") == (None, "workload.backend=inc is not installed: pip install "
+                                                      "'accelsweep[gaudi]' neural-compressor")
+
+
 # --------------------------------------------------------------------------- report
 
 def test_pareto_front_and_paper_points():

@@ -236,7 +236,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     held = None
     with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True):
         if wl["apply"] == "real":
-            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g, originals)
+            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g, originals,
+                                                    calibrate=scorer.calibrate)
             held = real_info.pop("compression_held_x", None)
             info.update(real_info)
         else:

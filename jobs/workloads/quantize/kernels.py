@@ -6,7 +6,10 @@
   (bnb.nn.Linear4bit: 4-bit NormalFloat codes, one absmax per 64 weights, themselves 8-bit with an fp32 scale per
   256 blocks). Their formats are bitsandbytes' own, not the fake quantizer's (int, group 128): the record counts
   the bytes they actually hold.
-- inc: Intel Neural Compressor FP8 on Gaudi, through optimum-habana (needs measured scales: not wired here).
+- inc: Intel Neural Compressor FP8 (E4M3) on Gaudi, the path optimum-habana's text-generation example takes
+  (neural_compressor.torch.quantization: FP8Config, prepare, calibrate, convert; maxabs statistics measured on
+  held-out windows, maxabs_hw scales); the linears not assigned 8 bits are blocklisted. Written against the
+  documented API; not run here (no Gaudi).
 Real units are quantized from the unquantized weights (`originals`), not from their fake-quantized copy. A unit
 whose width the backend cannot run on the device stays fake-quantized (float weights rounded to its width), and
 the record says which units ran real kernels (`real_units`) and why the others did not.
@@ -44,10 +47,11 @@ def choose(backend: str, device: str) -> tuple[str | None, str | None]:
 
 
 def apply(model, chosen: dict[str, int], units: dict, backend: str, device: str, group_size: int,
-          originals: dict[str, object] | None = None):
+          originals: dict[str, object] | None = None, calibrate=None):
     """(a copy of `model` with real kernels where the backend has them, facts for the record). `model` already
     holds the fake-quantized weights, so units left in float keep their width's rounding; real units start from
-    `originals` (qualified linear name -> unquantized weight) where given."""
+    `originals` (qualified linear name -> unquantized weight) where given. `calibrate(model)` runs held-out
+    batches through a model (inc measures its activation ranges with it)."""
     name, why = choose(backend, device)
     if name is None:
         return model, {"applied": "fake", "apply_note": f"real kernels unavailable: {why}; fake quantization"}
@@ -67,7 +71,8 @@ def apply(model, chosen: dict[str, int], units: dict, backend: str, device: str,
     elif name == "bitsandbytes":
         _bitsandbytes(qmodel, by_bits)
     else:
-        raise NotImplementedError(f"backend {name} is declared but not wired yet; use backend=torchao or apply=fake")
+        linears = [q for u in units.values() for q, _ in u.linears]
+        qmodel = _inc(qmodel, inc_config(by_bits[8], linears, qmodel.dtype, _stats_dir()), calibrate)
     skipped = sorted(n for n in chosen if n not in real)
     linears = [q for n in chosen for q, _ in units[n].linears]
     held = sum(weight_bytes(qmodel.get_submodule(q)) for q in linears)
@@ -82,7 +87,7 @@ def apply(model, chosen: dict[str, int], units: dict, backend: str, device: str,
 
 FORMATS = {"torchao": {8: "int8 weight-only, per-row scale", 4: "int4 weight-only, grouped"},
            "bitsandbytes": {8: "LLM.int8, per-row fp32 scale", 4: "NF4, absmax per 64 (double-quantized)"},
-           "inc": {8: "fp8"}}
+           "inc": {8: "FP8 E4M3, per-tensor maxabs_hw scale"}}
 
 
 def _torchao(model, by_bits: dict[int, set[str]], group_size: int) -> None:
@@ -92,6 +97,34 @@ def _torchao(model, by_bits: dict[int, set[str]], group_size: int) -> None:
     for bits, names in by_bits.items():
         if names:
             quantize_(model, configs[bits](), filter_fn=lambda m, fqn, names=names: fqn in names)
+
+
+def inc_config(names: set[str], linears: list[str], dtype, stats_dir: str) -> dict:
+    """Intel Neural Compressor's FP8Config, as the keys of optimum-habana's quantization_config/maxabs_*.json: the
+    maxabs observer, E4M3 with maxabs_hw scales; the high-precision dtype is the model's; every linear of the units
+    not in `names` is blocklisted (as are the embeddings and head: they are no units)."""
+    hp = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.float32": "fp32"}[str(dtype)]
+    return {"mode": "AUTO", "observer": "maxabs", "scale_method": "maxabs_hw", "fp8_config": "E4M3",
+            "hp_dtype": hp, "allowlist": {"types": ["Linear"], "names": []},
+            "blocklist": {"types": [], "names": sorted(set(linears) - set(names)) + ["lm_head"]},
+            "dump_stats_path": f"{stats_dir}/measure"}
+
+
+def _stats_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="accelsweep-inc-")
+
+
+def _inc(model, config: dict, calibrate):
+    """prepare (observers), calibrate on held-out batches, convert (FP8 modules with the measured scales)."""
+    from neural_compressor.torch.quantization import FP8Config, convert, prepare
+
+    if calibrate is None:
+        raise ValueError("backend inc measures activation ranges: it needs held-out batches to calibrate on")
+    model = prepare(model, FP8Config.from_dict(config))
+    calibrate(model)
+    return convert(model)
 
 
 def _bitsandbytes(model, by_bits: dict[int, set[str]]) -> None:
