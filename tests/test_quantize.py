@@ -291,6 +291,64 @@ def test_inc_fp8_config_follows_optimum_habanas_and_falls_back_without_gaudi():
                                                       "'accelsweep[gaudi]' neural-compressor")
 
 
+def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
+    import importlib.util
+
+    why = problems(make_cfg, "workload.downstream.tasks=[my_mc]", "workload.downstream.task_dir=/nonexistent")
+    assert "workload.downstream.task_dir='/nonexistent' is not a directory" in " ".join(why)
+    ok = problems(make_cfg, "workload.downstream.tasks=[my_mc]", f"workload.downstream.task_dir={tmp_path}")
+    assert ok == ([] if importlib.util.find_spec("lm_eval") else
+                  ["workload.downstream.tasks=['my_mc'] needs lm-evaluation-harness: pip install "
+                   "'accelsweep[quantize-eval]'"])
+    base = plan.point_id(make_cfg("workload=quantize"))
+    assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.limit=5")) == base   # no tasks
+    assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.tasks=[my_mc]")) != base
+
+
+def test_byte_tokenizer_ids_are_the_bytes():
+    from jobs.workloads.quantize import corpus
+
+    tok, text = corpus.byte_tokenizer(), "def naïve(x):\n\treturn x  # ~"
+    assert tok(text, add_special_tokens=False)["input_ids"] == corpus.byte_ids(text) and tok.eos_token_id == 0
+    assert tok.decode(corpus.byte_ids(text)) == text
+
+
+@pytest.mark.slow
+def test_downstream_accuracy_through_lm_eval_on_a_local_task(tmp_path):
+    """lm_eval's accuracy on a multiple-choice task written here equals the model's own choice by log-likelihood."""
+    import torch
+    import transformers
+
+    pytest.importorskip("lm_eval")
+    from jobs.workloads.quantize import corpus, downstream
+
+    docs = [{"question": f"x{i} = ", "choices": [f"{i}", f"{i + 1}!", "None"], "answer": i % 3} for i in range(8)]
+    (tmp_path / "mc.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "tiny_mc.yaml").write_text(
+        f"task: tiny_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / 'mc.jsonl'}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{question}}'\n"
+        "doc_to_choice: '{{choices}}'\ndoc_to_target: answer\nmetric_list:\n  - metric: acc\n")
+    cfg = transformers.AutoConfig.for_model("llama", vocab_size=256, hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    acc = downstream.accuracy(model, corpus.byte_tokenizer(),
+                              {"tasks": ["tiny_mc"], "task_dir": str(tmp_path / "tasks"), "limit": None}, 4)
+
+    def loglik(context: str, cont: str) -> float:
+        ids = torch.tensor([corpus.byte_ids(context + cont)])
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        n = len(corpus.byte_ids(context))
+        return float(lp[n - 1:].gather(-1, ids[0, n:, None]).sum())
+
+    # lm_eval puts a space between question and choice (target_delimiter)
+    mine = sum(max(range(3), key=lambda c: loglik(d["question"], " " + d["choices"][c])) == d["answer"]
+               for d in docs) / len(docs)
+    assert acc["tiny_mc"]["acc"] == pytest.approx(mine) and acc["tiny_mc"]["acc_stderr"] > 0
+
+
 # --------------------------------------------------------------------------- report
 
 def test_pareto_front_and_paper_points():

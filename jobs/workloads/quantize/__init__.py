@@ -38,6 +38,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "eval": {"text": Str(null=True), "seq_len": Int(min=2), "max_tokens": Int(min=2), "batch_size": Int(min=1)},
     "train": {"steps": Int(min=1), "batch_size": Int(min=1), "seq_len": Int(min=2), "lr": Num(min=0),
               "cache_dir": Str(null=True)},
+    "downstream": {"tasks": Key("list", items=Str()), "task_dir": Str(null=True), "limit": Int(min=1, null=True),
+                   "batch_size": Int(min=1)},
     "warmup": Int(min=0), "repeats": Int(min=1),
     "noise": NOISE,
 }
@@ -53,6 +55,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     drop = {"clusters", "cluster_bits"} if wl["assign"] != "kmeans" else set()
     drop |= {"prune_amount"} if wl["sensitivity"] != "prune" else set()
     drop |= {"backend"} if wl["apply"] != "real" else set()
+    drop |= {"downstream"} if not wl["downstream"]["tasks"] else set()
     if cfg["model"]["init"] == "random":
         wl["train"] = {k: v for k, v in wl["train"].items() if k != "cache_dir"}
     else:
@@ -141,6 +144,13 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["eval"]["text"] and not Path(wl["eval"]["text"]).is_file():
         problems.append(f"workload.eval.text={wl['eval']['text']!r} is not a file; give a local text file "
                         "or null for the embedded held-out text")
+    ds = wl["downstream"]
+    if ds["tasks"] and importlib.util.find_spec("lm_eval") is None:
+        problems.append(f"workload.downstream.tasks={list(ds['tasks'])} needs lm-evaluation-harness: "
+                        "pip install 'accelsweep[quantize-eval]'")
+    if ds["task_dir"] and not Path(ds["task_dir"]).is_dir():
+        problems.append(f"workload.downstream.task_dir={ds['task_dir']!r} is not a directory; give a local folder "
+                        "of lm_eval task YAML files, or null for lm_eval's own tasks (data already cached locally)")
     if importlib.util.find_spec("scipy") is None and wl["assign"] == "kmeans":
         problems.append("workload.assign=kmeans needs scipy: pip install 'accelsweep[quantize]'")
     if wl["apply"] == "real":
@@ -247,6 +257,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         final = scorer.score()
         samples = _timed(scorer, seqs, wl, ctx)
         memory = kernels.model_bytes(target_model)
+        if wl["downstream"]["tasks"] and ctx.rank == 0:
+            acc = _downstream(target_model, cfg)
+            info["downstream"] = json.dumps(acc)
+            samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
     peak = ctx.gather(ctx.device.peak_memory_bytes())
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
@@ -259,6 +273,19 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if all(p is not None for p in peak):
         samples["peak_mem_gb"] = [max(peak) / 1e9]
     return Result(samples=samples, info=info)
+
+
+def _downstream(model, cfg: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """lm-evaluation-harness accuracy of the model as applied (rank 0), with the model's own tokenizer."""
+    from . import corpus, downstream
+
+    if cfg["model"]["init"] == "pretrained":
+        import transformers
+
+        tok = transformers.AutoTokenizer.from_pretrained(cfg["model"]["path"], local_files_only=True)
+    else:
+        tok = corpus.byte_tokenizer()
+    return downstream.accuracy(model, tok, cfg["workload"]["downstream"], cfg["workload"]["downstream"]["batch_size"])
 
 
 def _timed(scorer, seqs, wl: dict[str, Any], ctx) -> dict[str, list[float]]:

@@ -46,6 +46,9 @@ METRICS = MetricSet(
         Metric("memory_mb", "MB", "bytes the evaluated model actually holds in memory (parameters and buffers) / 1e6: "
                                   "fp32 under fake quantization, packed weights with real kernels", LOWER,
                repeat=PER_POINT, label="model bytes in memory"),
+        Metric("downstream_acc", "", "workload.downstream.tasks: mean accuracy of the quantized model over the "
+                                     "lm-evaluation-harness tasks (per task in info.downstream)", HIGHER,
+               repeat=PER_POINT, cross_hardware=False, label="downstream accuracy"),
         PEAK_MEM,
     ),
 )
