@@ -124,7 +124,11 @@ def _inc(model, config: dict, calibrate):
         raise ValueError("backend inc measures activation ranges: it needs held-out batches to calibrate on")
     model = prepare(model, FP8Config.from_dict(config))
     calibrate(model)
-    return convert(model)
+    model = convert(model)
+    import habana_frameworks.torch.core as htcore   # as the inference engine (engines/habana.py) does after convert
+
+    htcore.hpu_initialize(model, mark_only_scales_as_const=True)
+    return model
 
 
 def _bitsandbytes(model, by_bits: dict[int, set[str]]) -> None:
