@@ -210,9 +210,9 @@ def test_preset_follows_the_schema(make_cfg):
 
 
 def test_real_kernels_where_the_device_has_them(make_cfg):
-    from jobs.workloads.quantize import kernels
-
     import importlib.util
+
+    from jobs.workloads.quantize import kernels
 
     assert "has no quantized kernels on device cpu" in problems(make_cfg, "workload.apply=real",
                                                                  "workload.backend=inc")[0]
@@ -287,8 +287,8 @@ def test_inc_fp8_config_follows_optimum_habanas_and_falls_back_without_gaudi():
         model.a = torch.nn.Linear(8, 8)
         q, facts = kernels.apply(model, {"A": 8}, {"A": fakequant.Unit("A", (("a", model.a),))}, "auto", "hpu", 128)
         assert q is model and facts["applied"] == "fake" and "real kernels unavailable" in facts["apply_note"]
-        assert kernels.choose("inc", "hpu") == (None, "workload.backend=inc is not installed: pip install "
-                                                      "'accelsweep[gaudi]' neural-compressor")
+        assert kernels.choose("inc", "hpu") == (None, ("workload.backend=inc is not installed: pip install "
+                                                      "'accelsweep[gaudi]' neural-compressor"))
 
 
 def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
@@ -298,8 +298,8 @@ def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
     assert "workload.downstream.task_dir='/nonexistent' is not a directory" in " ".join(why)
     ok = problems(make_cfg, "workload.downstream.tasks=[my_mc]", f"workload.downstream.task_dir={tmp_path}")
     assert ok == ([] if importlib.util.find_spec("lm_eval") else
-                  ["workload.downstream.tasks=['my_mc'] needs lm-evaluation-harness: pip install "
-                   "'accelsweep[quantize-eval]'"])
+                  [("workload.downstream.tasks=['my_mc'] needs lm-evaluation-harness: pip install "
+                   "'accelsweep[quantize-eval]'")])
     base = plan.point_id(make_cfg("workload=quantize"))
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.limit=5")) == base   # no tasks
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.tasks=[my_mc]")) != base

@@ -118,6 +118,7 @@ def _stats_dir() -> str:
 
 def _inc(model, config: dict, calibrate):
     """prepare (observers), calibrate on held-out batches, convert (FP8 modules with the measured scales)."""
+    import habana_frameworks.torch.core as htcore
     from neural_compressor.torch.quantization import FP8Config, convert, prepare
 
     if calibrate is None:
@@ -125,9 +126,7 @@ def _inc(model, config: dict, calibrate):
     model = prepare(model, FP8Config.from_dict(config))
     calibrate(model)
     model = convert(model)
-    import habana_frameworks.torch.core as htcore   # as the inference engine (engines/habana.py) does after convert
-
-    htcore.hpu_initialize(model, mark_only_scales_as_const=True)
+    htcore.hpu_initialize(model, mark_only_scales_as_const=True)   # as the inference engine (engines/habana.py)
     return model
 
 
