@@ -2,6 +2,7 @@
 sweep on a tiny embedded model (trained in a temporary cache) with cards=1,2, records, table and report."""
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -75,10 +76,35 @@ def test_budgeted_path_compresses_step_by_step_and_meets_targets():
     p = _problem(COST)
     path = assign.budgeted_path(p)
     comps = [p.compression(a) for a in path]
-    assert comps == sorted(comps) and path[0] == dict.fromkeys("abcd", 16) and path[-1] == dict.fromkeys("abcd", 4)
+    costs = [p.predicted(a) for a in path]
+    assert comps == sorted(comps) and costs == sorted(costs)   # a Pareto front: more compression costs more
+    assert path[0] == dict.fromkeys("abcd", 16) and path[-1] == dict.fromkeys("abcd", 4)
     a = assign.for_compression(p, path, 4.0)
-    assert p.compression(a) >= 4.0 and a["b"] == 4   # the cheapest unit per saved bit goes lowest first
+    assert p.compression(a) >= 4.0 and p.predicted(a) == 3.1   # 8,8,4,16: cheaper than any greedy b->4 first
     assert assign.for_bits(p, path, 8.0) == assign.for_compression(p, path, 32 / 8.0)
+
+
+def _brute_force(p, target):
+    """The least predicted cost over every assignment that reaches `target`."""
+    alls = [dict(zip(p.units, t)) for t in itertools.product(p.bits, repeat=len(p.units))]
+    return min(p.predicted(a) for a in alls if p.compression(a) >= target)
+
+
+@pytest.mark.parametrize("max_front", [4096, 5])
+def test_budgeted_is_the_exact_knapsack_optimum(max_front):
+    # costs with noise below zero (clipped: quantizing never "improves" the model) and no convex structure
+    cost = [[0, -.2, 5], [-.01, .1, .3], [0, .5, 2], [0, 3, 9], [0, .05, 4]]
+    numel = [1000, 1000, 2000, 500, 3000]
+    p = assign.Problem(units=list("abcde"), numel=numel, bits=[16, 8, 4],
+                       stored=[{b: n * b + (0 if b == 16 else n // 100 * 16) for b in (16, 8, 4)} for n in numel],
+                       cost=cost)
+    path = assign.budgeted_path(p, max_front=max_front)
+    assert all(c >= 0 for a in path for c in [p.predicted(a)])
+    for target in (2.5, 3.0, 3.47, 4.0, 4.8, 5.5, 5.93, 6.5):
+        a = assign.for_compression(p, path, target)
+        assert p.compression(a) >= target
+        if max_front == 4096:   # exact; a thinned front (5 states) is feasible but may cost more
+            assert p.predicted(a) == pytest.approx(_brute_force(p, target))
 
 
 def test_budgeted_beats_or_ties_kmeans_on_predicted_cost():
@@ -90,6 +116,31 @@ def test_budgeted_beats_or_ties_kmeans_on_predicted_cost():
         k = assign.for_compression(p, kpath, target)
         assert p.compression(b) >= target and p.compression(k) >= target
         assert p.predicted(b) <= p.predicted(k) + 1e-12
+
+
+def test_costs_are_the_clipped_kl_or_the_spread_proxy():
+    from jobs.workloads.quantize import sensitivity
+
+    kind, cost, feature = sensitivity.costs({"kind": "measured", "bits": [16, 8, 4], "ppl_delta": [[-.1, -.2, .5]],
+                                             "kl": [[-1e-9, 1e-4, 3e-2]]})
+    assert kind == "kl" and cost == feature == [[0.0, 1e-4, 3e-2]]   # the noisy perplexity delta is not used
+    kind, cost, feature = sensitivity.costs({"kind": "prune", "bits": [16, 8, 4], "prune_score": [0.32, -0.1]})
+    assert kind == "prune" and feature == [[0.32], [-0.1]]
+    assert cost == [[0.32 * 4.0 ** -12, 0.32 * 4.0 ** -4, 0.32], [0.0, 0.0, 0.0]]
+
+
+def test_perplexity_target_bisects_the_path():
+    path = [{"u": b} for b in (16, 8, 6, 5, 4, 3)]
+    ppl = {16: 10.0, 8: 10.01, 6: 10.1, 5: 10.3, 4: 11.0, 3: 14.0}
+    seen = []
+
+    def measure(a):
+        seen.append(a["u"])
+        return ppl[a["u"]]
+
+    assert assign.within_perplexity(path, 10.0, 10.35, measure) == {"u": 5} and len(seen) <= 3
+    assert assign.within_perplexity(path, 10.0, 20.0, measure) == {"u": 3}
+    assert assign.within_perplexity(path[1:], 10.0, 10.005, measure) is None
 
 
 def test_kmeans_with_the_papers_widths():
@@ -106,7 +157,7 @@ def test_impossible_targets_name_the_achievable_range():
     with pytest.raises(assign.TargetError, match="fewer than all-4-bit allows"):
         assign.for_bits(p, assign.budgeted_path(p), 3.0)
     with pytest.raises(assign.TargetError, match="below the unquantized model's 12.02"):
-        assign.within_perplexity(p, assign.budgeted_path(p), 12.02, 11.0)
+        assign.within_perplexity(assign.budgeted_path(p), 12.02, 11.0, lambda a: 12.5)
 
 
 # --------------------------------------------------------------------------- plan time
@@ -159,10 +210,15 @@ def test_preset_follows_the_schema(make_cfg):
 
 
 def test_real_kernels_where_the_device_has_them(make_cfg):
+    import importlib.util
+
     from jobs.workloads.quantize import kernels
 
     assert "has no quantized kernels on device cpu" in problems(make_cfg, "workload.apply=real",
-                                                                 "workload.backend=bitsandbytes")[0]
+                                                                 "workload.backend=inc")[0]
+    bnb = problems(make_cfg, "workload.apply=real", "workload.backend=bitsandbytes")
+    assert bnb == ([] if importlib.util.find_spec("bitsandbytes") else
+                   ["workload.backend=bitsandbytes is not installed: pip install 'accelsweep[quantize-kernels]'"])
     assert kernels.choose("inc", "cpu")[0] is None
     assert problems(make_cfg, "workload.apply=real") == []   # auto: falls back to fake, and the record says so
 
@@ -183,6 +239,116 @@ def test_torchao_int8_holds_int8_bytes_and_the_rest_stays_fake():
     assert torch.allclose(q.a(x), model.a(x), atol=0.05)
 
 
+def test_bitsandbytes_int8_and_nf4_hold_their_bytes_and_start_from_the_original_weights():
+    import torch
+
+    pytest.importorskip("bitsandbytes")
+    from jobs.workloads.quantize import kernels
+
+    torch.manual_seed(0)
+    model = torch.nn.Module()
+    model.a, model.b, model.c = torch.nn.Linear(128, 256), torch.nn.Linear(256, 128), torch.nn.Linear(128, 64)
+    us = {n: fakequant.Unit(n, ((n.lower(), getattr(model, n.lower())),)) for n in "ABC"}
+    originals = {n: getattr(model, n).weight.detach().clone() for n in "abc"}
+    with torch.no_grad():
+        model.a.weight.mul_(0)   # a stand-in for fake-quantized weights: the real kernel must not start from them
+    q, facts = kernels.apply(model, {"A": 8, "B": 4, "C": 16}, us, "bitsandbytes", "cpu", 128, originals)
+    assert facts["applied"] == "real:bitsandbytes" and facts["real_units"] == 2 and "fake-quantized" in facts["apply_note"]
+    assert type(q.a).__name__ == "Linear8bitLt" and type(q.b).__name__ == "Linear4bit" and type(q.c) is torch.nn.Linear
+    held = [kernels.weight_bytes(m) for m in (q.a, q.b, q.c)]
+    assert held[0] == 128 * 256 + 4 * 256                 # int8 codes + an fp32 scale per row
+    assert 256 * 128 // 2 < held[1] < 256 * 128 * 0.6     # nf4 codes + small absmax overhead
+    x = torch.randn(4, 128)
+    ref_a = torch.nn.functional.linear(x, originals["a"], model.a.bias)
+    assert torch.allclose(q.a(x), ref_a, atol=0.05)
+    ref_b = torch.nn.functional.linear(torch.randn(4, 256), originals["b"], model.b.bias)
+    assert q.b(torch.randn(4, 256)).shape == ref_b.shape
+    assert [kernels.weight_bytes(m) for m in (q.a, q.b, q.c)] == held   # the scales move, they are still counted
+    assert facts["compression_held_x"] == pytest.approx(4 * (128 * 256 + 256 * 128 + 128 * 64) / sum(held))
+    assert kernels.model_bytes(q) == sum(held) + 4 * (256 + 128 + 64)   # + fp32 biases
+
+
+def test_inc_fp8_config_follows_optimum_habanas_and_falls_back_without_gaudi():
+    """Intel Neural Compressor cannot run here (no Gaudi): its configuration only, and the fallback."""
+    import importlib.util
+
+    import torch
+
+    from jobs.workloads.quantize import kernels
+
+    cfg = kernels.inc_config({"m.layers.0.q"}, ["m.layers.0.q", "m.layers.0.k", "m.layers.1.q"], torch.bfloat16,
+                             "/tmp/stats")
+    assert cfg["blocklist"] == {"types": [], "names": ["m.layers.0.k", "m.layers.1.q", "lm_head"]}
+    assert (cfg["mode"], cfg["observer"], cfg["scale_method"], cfg["fp8_config"], cfg["hp_dtype"]) == (
+        "AUTO", "maxabs", "maxabs_hw", "E4M3", "bf16")   # optimum-habana's maxabs_measure/maxabs_quant.json
+    assert cfg["dump_stats_path"] == "/tmp/stats/measure"
+    if importlib.util.find_spec("neural_compressor") is None:
+        model = torch.nn.Module()
+        model.a = torch.nn.Linear(8, 8)
+        q, facts = kernels.apply(model, {"A": 8}, {"A": fakequant.Unit("A", (("a", model.a),))}, "auto", "hpu", 128)
+        assert q is model and facts["applied"] == "fake" and "real kernels unavailable" in facts["apply_note"]
+        assert kernels.choose("inc", "hpu") == (None, ("workload.backend=inc is not installed: pip install "
+                                                      "'accelsweep[gaudi]' neural-compressor"))
+
+
+def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
+    import importlib.util
+
+    why = problems(make_cfg, "workload.downstream.tasks=[my_mc]", "workload.downstream.task_dir=/nonexistent")
+    assert "workload.downstream.task_dir='/nonexistent' is not a directory" in " ".join(why)
+    ok = problems(make_cfg, "workload.downstream.tasks=[my_mc]", f"workload.downstream.task_dir={tmp_path}")
+    assert ok == ([] if importlib.util.find_spec("lm_eval") else
+                  [("workload.downstream.tasks=['my_mc'] needs lm-evaluation-harness: pip install "
+                   "'accelsweep[quantize-eval]'")])
+    base = plan.point_id(make_cfg("workload=quantize"))
+    assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.limit=5")) == base   # no tasks
+    assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.tasks=[my_mc]")) != base
+
+
+def test_byte_tokenizer_ids_are_the_bytes():
+    from jobs.workloads.quantize import corpus
+
+    tok, text = corpus.byte_tokenizer(), "def naïve(x):\n\treturn x  # ~"
+    assert tok(text, add_special_tokens=False)["input_ids"] == corpus.byte_ids(text) and tok.eos_token_id == 0
+    assert tok.decode(corpus.byte_ids(text)) == text
+
+
+@pytest.mark.slow
+def test_downstream_accuracy_through_lm_eval_on_a_local_task(tmp_path):
+    """lm_eval's accuracy on a multiple-choice task written here equals the model's own choice by log-likelihood."""
+    import torch
+    import transformers
+
+    pytest.importorskip("lm_eval")
+    from jobs.workloads.quantize import corpus, downstream
+
+    docs = [{"question": f"x{i} = ", "choices": [f"{i}", f"{i + 1}!", "None"], "answer": i % 3} for i in range(8)]
+    (tmp_path / "mc.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "tiny_mc.yaml").write_text(
+        f"task: tiny_mc\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {tmp_path / 'mc.jsonl'}\n"
+        "test_split: test\noutput_type: multiple_choice\ndoc_to_text: '{{question}}'\n"
+        "doc_to_choice: '{{choices}}'\ndoc_to_target: answer\nmetric_list:\n  - metric: acc\n")
+    cfg = transformers.AutoConfig.for_model("llama", vocab_size=256, hidden_size=32, intermediate_size=64,
+                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    acc = downstream.accuracy(model, corpus.byte_tokenizer(),
+                              {"tasks": ["tiny_mc"], "task_dir": str(tmp_path / "tasks"), "limit": None}, 4)
+
+    def loglik(context: str, cont: str) -> float:
+        ids = torch.tensor([corpus.byte_ids(context + cont)])
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+        n = len(corpus.byte_ids(context))
+        return float(lp[n - 1:].gather(-1, ids[0, n:, None]).sum())
+
+    # lm_eval puts a space between question and choice (target_delimiter)
+    mine = sum(max(range(3), key=lambda c: loglik(d["question"], " " + d["choices"][c])) == d["answer"]
+               for d in docs) / len(docs)
+    assert acc["tiny_mc"]["acc"] == pytest.approx(mine) and acc["tiny_mc"]["acc_stderr"] > 0
+
+
 # --------------------------------------------------------------------------- report
 
 def test_pareto_front_and_paper_points():
@@ -194,6 +360,25 @@ def test_pareto_front_and_paper_points():
     paper = references.load_pmpq().set_index(["variant", "hardware"])
     assert paper.loc[("fake_16-8-4", "gaudi2"), "compression_x"] == 3.47
     assert paper.loc[("fake_8-4-4", "gaudi2"), "ppl_increase_pct"] == pytest.approx(100 * (12.39 / 12.02 - 1))
+
+
+def test_methods_are_compared_at_equal_compression():
+    from jobs.workloads.quantize import report
+
+    rows = [("budgeted", "measured", 3.5, 0.1, 1e-3), ("budgeted", "measured", 5.0, 0.4, 4e-3),
+            ("kmeans", "prune", 4.0, 0.6, 6e-3), ("kmeans", "measured", 5.0, 0.3, 5e-3),
+            ("kmeans", "measured", 7.0, 1.0, 9e-3)]   # 7x: beyond the budgeted points, not extrapolated
+    t = pd.DataFrame([{"workload": "quantize", "status": "ok", "model": "m", "granularity": "layer", "apply": "fake",
+                       "assign": a, "sensitivity": s, "method": f"{a} · {s}", "target": c, "compression_x": c,
+                       "ppl_increase_pct": p, "kl": k} for a, s, c, p, k in rows])
+    eq = report.equal_compression(t).set_index("method")
+    assert list(eq.index) == ["kmeans · prune", "kmeans · measured"]
+    assert eq.loc["kmeans · prune", "budgeted_ppl_increase_pct"] == pytest.approx(0.2)   # a third of the way
+    assert eq.loc["kmeans · prune", "budgeted_kl"] == pytest.approx(2e-3)
+    assert eq.loc["kmeans · prune", "budgeted_from"] == "interpolated"
+    assert eq.loc["kmeans · measured", "budgeted_from"] == "measured"
+    other = t.assign(model="other")[t["assign"].eq("kmeans")]   # no budgeted points of that model: no comparison
+    assert len(report.equal_compression(pd.concat([t, other]))) == 2
 
 
 # --------------------------------------------------------------------------- end to end
@@ -239,7 +424,7 @@ def test_report_has_the_quantization_page(tiny_sweep):
         page = next(cwd.rglob("quantize.html"))
     text = page.read_text()
     assert "Sensitivity map — pydoc-llama · measured · layer" in text and 'id="pareto"' in text
-    assert "PEARC 2026" in text
+    assert "PEARC 2026" in text and 'id="equal"' in text
 
 
 @pytest.mark.slow

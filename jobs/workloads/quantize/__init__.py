@@ -38,6 +38,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "eval": {"text": Str(null=True), "seq_len": Int(min=2), "max_tokens": Int(min=2), "batch_size": Int(min=1)},
     "train": {"steps": Int(min=1), "batch_size": Int(min=1), "seq_len": Int(min=2), "lr": Num(min=0),
               "cache_dir": Str(null=True)},
+    "downstream": {"tasks": Key("list", items=Str()), "task_dir": Str(null=True), "limit": Int(min=1, null=True),
+                   "batch_size": Int(min=1)},
     "warmup": Int(min=0), "repeats": Int(min=1),
     "noise": NOISE,
 }
@@ -53,6 +55,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     drop = {"clusters", "cluster_bits"} if wl["assign"] != "kmeans" else set()
     drop |= {"prune_amount"} if wl["sensitivity"] != "prune" else set()
     drop |= {"backend"} if wl["apply"] != "real" else set()
+    drop |= {"downstream"} if not wl["downstream"]["tasks"] else set()
     if cfg["model"]["init"] == "random":
         wl["train"] = {k: v for k, v in wl["train"].items() if k != "cache_dir"}
     else:
@@ -141,6 +144,13 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["eval"]["text"] and not Path(wl["eval"]["text"]).is_file():
         problems.append(f"workload.eval.text={wl['eval']['text']!r} is not a file; give a local text file "
                         "or null for the embedded held-out text")
+    ds = wl["downstream"]
+    if ds["tasks"] and importlib.util.find_spec("lm_eval") is None:
+        problems.append(f"workload.downstream.tasks={list(ds['tasks'])} needs lm-evaluation-harness: "
+                        "pip install 'accelsweep[quantize-eval]'")
+    if ds["task_dir"] and not Path(ds["task_dir"]).is_dir():
+        problems.append(f"workload.downstream.task_dir={ds['task_dir']!r} is not a directory; give a local folder "
+                        "of lm_eval task YAML files, or null for lm_eval's own tasks (data already cached locally)")
     if importlib.util.find_spec("scipy") is None and wl["assign"] == "kmeans":
         problems.append("workload.assign=kmeans needs scipy: pip install 'accelsweep[quantize]'")
     if wl["apply"] == "real":
@@ -188,13 +198,14 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     smap, reused = sensitivity.cached(facts.get("weights_cache"), wl, lambda: (
         sensitivity.measured(scorer, us, bits, base, g) if wl["sensitivity"] == "measured"
         else sensitivity.prune(scorer, us, bits, base, wl["prune_amount"])), write=ctx.rank == 0)
+    cost_kind, cost, feature = sensitivity.costs(smap)
     prob = assignment.Problem(units=[u.name for u in us], numel=[u.numel for u in us], bits=bits,
-                              stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=smap["cost"])
+                              stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=cost)
     labels = None
     if wl["assign"] == "budgeted":
         path = assignment.budgeted_path(prob)
     else:
-        path, labels = assignment.kmeans_path(prob, smap["feature"], wl["clusters"], cfg["seed"], wl["cluster_bits"])
+        path, labels = assignment.kmeans_path(prob, feature, wl["clusters"], cfg["seed"], wl["cluster_bits"])
     by_name = {u.name: u for u in us}
 
     def score(a: dict[str, int]) -> dict[str, float]:
@@ -204,11 +215,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     try:
         if wl["target"] is None:
             chosen = path[0]
-        elif wl["target_kind"] == "perplexity":   # measured, most compressed first, until one is within budget
-            for chosen in assignment.within_perplexity(prob, path, base["perplexity"], wl["target"]):
-                if score(chosen)["perplexity"] <= wl["target"]:
-                    break
-            else:
+        elif wl["target_kind"] == "perplexity":   # measured along the path (bisection)
+            chosen = assignment.within_perplexity(path, base["perplexity"], wl["target"],
+                                                  lambda a: score(a)["perplexity"])
+            if chosen is None:
                 return Result(samples={}, status="failed", info={"sensitivity_map": json.dumps(smap)},
                               error=f"no assignment on the {wl['assign']} path is within perplexity "
                                     f"{wl['target']:g} (unquantized: {base['perplexity']:.4g}); raise the target")
@@ -223,7 +233,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     info: dict[str, Any] = {**facts, "units": len(us), "weights_quantized": sum(prob.numel),
                             "parameters": sum(p.numel() for p in model.parameters()),
                             "sensitivity_map": json.dumps(smap), "assignment": json.dumps(chosen),
-                            "predicted_ppl_increase": prob.predicted(chosen),
+                            "cost": cost_kind, "predicted_cost": prob.predicted(chosen),
                             "eval_tokens_scored": scorer.tokens,
                             "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32"}
     if labels is not None:
@@ -232,9 +242,13 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info[f"units_at_{b}bit"] = sum(1 for v in chosen.values() if v == b)
 
     device = cfg.get("device_override") or cfg["hardware"]["device"]
+    originals = {q: m.weight.detach().clone() for u in us for q, m in u.linears} if wl["apply"] == "real" else None
+    held = None
     with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True):
         if wl["apply"] == "real":
-            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g)
+            target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g, originals,
+                                                    calibrate=scorer.calibrate)
+            held = real_info.pop("compression_held_x", None)
             info.update(real_info)
         else:
             target_model = model
@@ -243,16 +257,35 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         final = scorer.score()
         samples = _timed(scorer, seqs, wl, ctx)
         memory = kernels.model_bytes(target_model)
+        if wl["downstream"]["tasks"] and ctx.rank == 0:
+            acc = _downstream(target_model, cfg)
+            info["downstream"] = json.dumps(acc)
+            samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
     peak = ctx.gather(ctx.device.peak_memory_bytes())
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
                    compression_x=[prob.compression(chosen)], avg_bits=[prob.avg_bits(chosen)],
                    compression_model_x=[fp32 / stored], stored_mb=[stored / 8 / 1e6], memory_mb=[memory / 1e6])
+    if held is not None:
+        samples["compression_held_x"] = [held]
     if peak is None:   # not rank 0
         return Result(samples={})
     if all(p is not None for p in peak):
         samples["peak_mem_gb"] = [max(peak) / 1e9]
     return Result(samples=samples, info=info)
+
+
+def _downstream(model, cfg: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """lm-evaluation-harness accuracy of the model as applied (rank 0), with the model's own tokenizer."""
+    from . import corpus, downstream
+
+    if cfg["model"]["init"] == "pretrained":
+        import transformers
+
+        tok = transformers.AutoTokenizer.from_pretrained(cfg["model"]["path"], local_files_only=True)
+    else:
+        tok = corpus.byte_tokenizer()
+    return downstream.accuracy(model, tok, cfg["workload"]["downstream"], cfg["workload"]["downstream"]["batch_size"])
 
 
 def _timed(scorer, seqs, wl: dict[str, Any], ctx) -> dict[str, list[float]]:

@@ -28,6 +28,21 @@ def byte_ids(text: str) -> list[int]:
     return list(text.encode("utf-8"))
 
 
+def byte_tokenizer():
+    """A Hugging Face tokenizer whose ids are the UTF-8 bytes (as byte_ids), for tools that want one (lm_eval):
+    byte-level BPE without merges over GPT-2's byte-to-character alphabet; byte 0 doubles as end-of-text."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    rest = [b for b in range(256) if b not in printable]
+    char = {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(rest)}}
+    tok = Tokenizer(models.BPE(vocab={char[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=char[0], pad_token=char[0])
+
+
 def held_out_ids(eval_cfg: dict, model_cfg: dict) -> list[int]:
     """Token ids of the evaluation text: `eval.text` (a local file) or the embedded held-out split."""
     path = eval_cfg.get("text")

@@ -45,6 +45,14 @@ class Evaluator:
         nll, kl = self._sum((nll, kl))
         return {"perplexity": math.exp(nll / self.tokens), "kl": kl / self.tokens}
 
+    def calibrate(self, model) -> None:
+        """Every held-out batch of this rank through `model` (a quantizer measuring activation ranges)."""
+        import torch
+
+        with torch.inference_mode():
+            for ids in self._batches():
+                model(input_ids=ids)
+
     def time_forward(self, batch) -> float:
         """Seconds for one forward pass over `batch` on this rank (all ranks start together)."""
         import torch

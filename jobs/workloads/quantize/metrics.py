@@ -34,6 +34,10 @@ METRICS = MetricSet(
         Metric("compression_model_x", "x", "fp32 bytes / stored bytes of the whole model: units as above, "
                                            "embeddings and head at fp16, norms fp32", HIGHER, repeat=PER_POINT,
                cross_hardware=False, label="whole-model compression"),
+        Metric("compression_held_x", "x", "apply=real: 32 x weights / bits the decoder blocks' linear layers "
+                                          "actually hold after the backend quantized them (its codes and scales, "
+                                          "in its own format; float units at their float size)", HIGHER,
+               repeat=PER_POINT, cross_hardware=False, label="compression held"),
         Metric("avg_bits", "bits/weight", "stored bits per weight of the units, scales included (= 32 / "
                                           "compression_x)", LOWER, repeat=PER_POINT, cross_hardware=False,
                label="average bits"),
@@ -42,6 +46,9 @@ METRICS = MetricSet(
         Metric("memory_mb", "MB", "bytes the evaluated model actually holds in memory (parameters and buffers) / 1e6: "
                                   "fp32 under fake quantization, packed weights with real kernels", LOWER,
                repeat=PER_POINT, label="model bytes in memory"),
+        Metric("downstream_acc", "", "workload.downstream.tasks: mean accuracy of the quantized model over the "
+                                     "lm-evaluation-harness tasks (per task in info.downstream)", HIGHER,
+               repeat=PER_POINT, cross_hardware=False, label="downstream accuracy"),
         PEAK_MEM,
     ),
 )

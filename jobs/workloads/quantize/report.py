@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from analysis import references
@@ -140,6 +141,44 @@ def pareto(table: pd.DataFrame) -> list[Chart]:
     return [Chart("pareto", t, summary, to_spec(chart))]
 
 
+# what a budgeted point is compared within: the same model, units, evaluation and application
+SAME = ("model", "granularity", "bits", "group_size", "apply", "eval_seq_len", "eval_tokens", "cards")
+
+
+def equal_compression(table: pd.DataFrame) -> pd.DataFrame:
+    """Every other method's point next to the budgeted optimiser (measured map) at the same compression: its
+    perplexity increase and KL read off the budgeted points' curve (linear between the two budgeted points around
+    that compression; exact where one was measured there). Methods meet a compression target unequally tightly (a
+    k-means path has few candidates), so comparing at the same target would favour the one that overshoots less."""
+    ok = _ok(table)
+    cols = [c for c in SAME if c in ok]
+    if ok.empty or not {"assign", "sensitivity"} <= set(ok):
+        return pd.DataFrame()
+    ok = ok.assign(compression_x=numeric(ok, "compression_x"), ppl_increase_pct=numeric(ok, "ppl_increase_pct"),
+                   kl=numeric(ok, "kl"))
+    budgeted = ok["assign"].eq("budgeted") & ok["sensitivity"].eq("measured")
+    out = []
+    for key, others in ok[~budgeted].groupby(cols, dropna=False, sort=False) if cols else [((), ok[~budgeted])]:
+        mask = budgeted.copy()
+        for c, v in zip(cols, key if isinstance(key, tuple) else (key,)):
+            mask &= ok[c].eq(v) if pd.notna(v) else ok[c].isna()
+        curve = ok[mask].groupby("compression_x")[["ppl_increase_pct", "kl"]].median().sort_index()
+        if len(curve) == 0:
+            continue
+        xs = curve.index.to_numpy(float)
+        for _, r in others.iterrows():
+            c = r["compression_x"]
+            if not xs[0] * (1 - 1e-3) <= c <= xs[-1] * (1 + 1e-3):
+                continue   # outside the budgeted points' range: no extrapolation
+            out.append({"model": r.get("model"), "granularity": r.get("granularity"), "method": r["method"],
+                        "target": r.get("target"), "compression_x": c, "ppl_increase_pct": r["ppl_increase_pct"],
+                        "kl": r["kl"],
+                        "budgeted_ppl_increase_pct": float(np.interp(c, xs, curve["ppl_increase_pct"].to_numpy())),
+                        "budgeted_kl": float(np.interp(c, xs, curve["kl"].to_numpy())),
+                        "budgeted_from": "measured" if np.isclose(xs, c, rtol=1e-3).any() else "interpolated"})
+    return pd.DataFrame(out)
+
+
 def charts(table: pd.DataFrame) -> list[Chart]:
     return heatmaps(table) + pareto(table)
 
@@ -154,10 +193,14 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     shown = ok.sort_values(["model", "target", "compression_x"], kind="stable") if len(ok) else ok
     table_rows = [{c: (fmt_num(r.get(c)) if isinstance(r.get(c), float) else r.get(c)) for c in COLUMNS}
                   for _, r in shown.iterrows()]
+    equal = equal_compression(table)
+    equal_rows = [{c: (fmt_num(v) if isinstance(v, float) else v) for c, v in r.items()}
+                  for r in equal.to_dict("records")]
     return {"n_points": len(rows), "n_ok": len(ok), "rows": table_rows, "columns": COLUMNS,
+            "equal_rows": equal_rows, "equal_columns": list(equal.columns),
             "attribution": references.PEARC26_ATTRIBUTION}
 
 
 PAGE = Page(slug="quantize", title="Quantization", template="quantize.html", context=context, charts=charts,
-            applies=workload_page_applies(WORKLOAD), order=14, workload=WORKLOAD,
+            applies=workload_page_applies(WORKLOAD), order=13, workload=WORKLOAD,
             link=lambda row: "quantize.html#pareto")

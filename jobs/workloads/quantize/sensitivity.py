@@ -3,8 +3,8 @@
 measured: quantize only that unit to each candidate precision, everything else unquantized; the map holds the
 perplexity increase and the KL divergence of the logits against the unquantized model, per unit x precision.
 prune (the paper's proxy, PMPQ): magnitude-prune only that unit to `prune_amount` and take the perplexity increase;
-one number per unit, whatever the precision. For the budgeted optimiser it is spread over the precisions as the
-noise power of a b-bit uniform quantizer scales, 4^-b, relative to the lowest candidate: score x 4^(min_b - b).
+one number per unit, whatever the precision.
+A map holds measurements only; `costs` derives what the assignment methods read from it.
 """
 from __future__ import annotations
 
@@ -51,8 +51,7 @@ def measured(evaluator, us: list[Unit], bits: list[int], base: dict[str, float],
             row_k.append(s["kl"])
         ppl.append(row_p)
         kl.append(row_k)
-    return {"kind": "measured", "units": [u.name for u in us], "bits": list(bits), "ppl_delta": ppl, "kl": kl,
-            "cost": ppl, "feature": ppl}
+    return {"kind": "measured", "units": [u.name for u in us], "bits": list(bits), "ppl_delta": ppl, "kl": kl}
 
 
 def prune(evaluator, us: list[Unit], bits: list[int], base: dict[str, float], amount: float) -> dict[str, Any]:
@@ -60,6 +59,19 @@ def prune(evaluator, us: list[Unit], bits: list[int], base: dict[str, float], am
     for u in us:
         with applied(evaluator.model, {u: None}, group_size=0, prune=amount):
             scores.append(evaluator.score()["perplexity"] - base["perplexity"])
-    low = min(bits)
-    return {"kind": "prune", "units": [u.name for u in us], "bits": list(bits), "prune_score": scores,
-            "cost": [[s * 4.0 ** (low - b) for b in bits] for s in scores], "feature": [[s] for s in scores]}
+    return {"kind": "prune", "units": [u.name for u in us], "bits": list(bits), "prune_score": scores}
+
+
+def costs(smap: dict[str, Any]) -> tuple[str, list[list[float]], list[list[float]]]:
+    """(what the cost is, cost per unit x precision for the budgeted optimiser, feature per unit for k-means).
+
+    measured: the KL divergence of the logits, clipped at 0, for both: non-negative and far less noisy than the
+    perplexity delta (which comes out below zero for many units at 8 and 16 bits). prune: the proxy's one score per
+    unit is the k-means feature (as in the paper); for the optimiser it is clipped at 0 and spread over the
+    precisions as the noise power of a b-bit uniform quantizer scales, 4^-b, relative to the lowest candidate."""
+    if smap["kind"] == "measured":
+        kl = [[max(0.0, k) for k in row] for row in smap["kl"]]
+        return "kl", kl, kl
+    low = min(smap["bits"])
+    return ("prune", [[max(0.0, s) * 4.0 ** (low - b) for b in smap["bits"]] for s in smap["prune_score"]],
+            [[s] for s in smap["prune_score"]])
