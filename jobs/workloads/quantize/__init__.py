@@ -4,7 +4,8 @@ One point: load a model with real weights (the embedded model, trained on first 
 score it on held-out text, measure a sensitivity map (each unit quantized alone to each candidate precision, or
 the paper's pruning proxy), choose a precision per unit for the target (k-means as in the paper, or the budgeted
 optimiser), apply it (fake quantization; real kernels where the device has them) and measure perplexity, KL,
-compression and scoring throughput. With cards=N every rank scores its share of the held-out windows.
+compression and scoring throughput (and, optionally, lm-evaluation-harness accuracy on local tasks). With cards=N
+every rank scores its share of the held-out windows.
 """
 from __future__ import annotations
 
