@@ -296,9 +296,14 @@ def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
 
     why = problems(make_cfg, "workload.downstream.tasks=[my_mc]", "workload.downstream.task_dir=/nonexistent")
     assert "workload.downstream.task_dir='/nonexistent' is not a directory" in " ".join(why)
-    ok = problems(make_cfg, "workload.downstream.tasks=[my_mc]", f"workload.downstream.task_dir={tmp_path}")
+    (tmp_path / "my_mc.yaml").write_text("task: my_mc\ndataset_path: json\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.yml").write_text("include: x.yaml\ntask: 'other'  # a comment\n")
+    assert problems(make_cfg, "workload.downstream.tasks=[nope]", f"workload.downstream.task_dir={tmp_path}")[
+        -1] == f"workload.downstream.tasks: 'nope' is not a task in {tmp_path} (its YAML files define: my_mc, other)"
+    ok = problems(make_cfg, "workload.downstream.tasks=[my_mc,other]", f"workload.downstream.task_dir={tmp_path}")
     assert ok == ([] if importlib.util.find_spec("lm_eval") else
-                  [("workload.downstream.tasks=['my_mc'] needs lm-evaluation-harness: pip install "
+                  [("workload.downstream.tasks=['my_mc', 'other'] needs lm-evaluation-harness: pip install "
                    "'accelsweep[quantize-eval]'")])
     base = plan.point_id(make_cfg("workload=quantize"))
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.limit=5")) == base   # no tasks
@@ -440,3 +445,20 @@ def test_unreachable_perplexity_is_a_failed_record_with_the_range(tiny_sweep, ma
                   meter=make_meter("none", "cpu", owns_node_counter=True))
     res = quantize.run(cfg, ctx)
     assert res.status == "failed" and "below the unquantized model's" in res.error and "achievable is" in res.error
+
+
+@pytest.mark.slow
+def test_a_failing_downstream_evaluation_keeps_the_measurements(tiny_sweep, make_cfg, tmp_path):
+    from jobs.devices import setup_device
+    from jobs.energy import make_meter
+    from jobs.point import Context
+
+    _, cache, _ = tiny_sweep
+    (tmp_path / "broken.yaml").write_text("task: broken\ndataset_path: json\n")   # no data files: lm_eval fails
+    cfg = make_cfg("workload=quantize", *TINY, f"workload.train.cache_dir={cache}",
+                   "workload.downstream.tasks=[broken]", f"workload.downstream.task_dir={tmp_path}")
+    ctx = Context(device=setup_device("cpu", 0, 1, threads=None), rank=0, world_size=1, local_rank=0,
+                  meter=make_meter("none", "cpu", owns_node_counter=True))
+    res = quantize.run(cfg, ctx)
+    assert res.status == "ok" and res.samples["perplexity"] and res.samples["compression_x"]
+    assert "downstream_acc" not in res.samples and res.info["downstream_error"]

@@ -4,7 +4,8 @@ One point: load a model with real weights (the embedded model, trained on first 
 score it on held-out text, measure a sensitivity map (each unit quantized alone to each candidate precision, or
 the paper's pruning proxy), choose a precision per unit for the target (k-means as in the paper, or the budgeted
 optimiser), apply it (fake quantization; real kernels where the device has them) and measure perplexity, KL,
-compression and scoring throughput. With cards=N every rank scores its share of the held-out windows.
+compression and scoring throughput (and, optionally, lm-evaluation-harness accuracy on local tasks). With cards=N
+every rank scores its share of the held-out windows.
 """
 from __future__ import annotations
 
@@ -151,6 +152,12 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if ds["task_dir"] and not Path(ds["task_dir"]).is_dir():
         problems.append(f"workload.downstream.task_dir={ds['task_dir']!r} is not a directory; give a local folder "
                         "of lm_eval task YAML files, or null for lm_eval's own tasks (data already cached locally)")
+    elif ds["task_dir"]:
+        from .downstream import local_tasks
+
+        found = local_tasks(ds["task_dir"])
+        problems += [f"workload.downstream.tasks: {t!r} is not a task in {ds['task_dir']} (its YAML files define: "
+                     f"{', '.join(sorted(found)) or 'none'})" for t in ds["tasks"] if t not in found]
     if importlib.util.find_spec("scipy") is None and wl["assign"] == "kmeans":
         problems.append("workload.assign=kmeans needs scipy: pip install 'accelsweep[quantize]'")
     if wl["apply"] == "real":
@@ -258,9 +265,13 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         samples = _timed(scorer, seqs, wl, ctx)
         memory = kernels.model_bytes(target_model)
         if wl["downstream"]["tasks"] and ctx.rank == 0:
-            acc = _downstream(target_model, cfg)
-            info["downstream"] = json.dumps(acc)
-            samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
+            try:
+                acc = _downstream(target_model, cfg)
+            except Exception as exc:   # noqa: BLE001 - the point's measurements stand without it
+                info["downstream_error"] = f"{type(exc).__name__}: {exc}"
+            else:
+                info["downstream"] = json.dumps(acc)
+                samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
     peak = ctx.gather(ctx.device.peak_memory_bytes())
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],

@@ -19,7 +19,18 @@ The in-memory (quantized) model is evaluated as it is, through lm_eval's HFLM wr
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 from typing import Any
+
+
+def local_tasks(task_dir: str) -> set[str]:
+    """Task names the YAML files under `task_dir` define (their `task:` lines; read as text: lm_eval's YAML has
+    custom tags), for plan-time checks without importing lm_eval."""
+    names = set()
+    for f in Path(task_dir).rglob("*.y*ml"):
+        names |= set(re.findall(r"^task:\s*['\"]?([^'\"\s#]+)", f.read_text(errors="replace"), re.MULTILINE))
+    return names
 
 
 def accuracy(model, tokenizer, cfg: dict[str, Any], batch_size: int) -> dict[str, dict[str, float]]:

@@ -57,30 +57,33 @@ def heatmaps(table: pd.DataFrame) -> list[Chart]:
     for name, smap in _maps(table):
         t = f"Sensitivity map — {name}"
         cid = f"heat-{anchor(name)}"
+        tip = [alt.Tooltip("unit:N"), alt.Tooltip("precision:N"),
+               alt.Tooltip("delta:Q", title="Δ perplexity", format=".4~g")]
         if smap.get("kind") == "prune":
-            data = pd.DataFrame({"unit": smap["units"], "precision": "pruned 30%",
-                                 "delta": smap["prune_score"], "kl": None})
+            data = pd.DataFrame({"unit": smap["units"], "precision": "pruned 30%", "delta": smap["prune_score"]})
             what = "perplexity increase with only this unit magnitude-pruned (the paper's proxy)"
+            color = alt.Color("delta:Q", title="Δ perplexity", scale=alt.Scale(scheme="blueorange", domainMid=0))
         else:
-            data = pd.DataFrame([{"unit": u, "precision": f"{b}-bit", "delta": d, "kl": k}
+            data = pd.DataFrame([{"unit": u, "precision": f"{b}-bit", "delta": d, "kl": k, "kl_shown": max(k, KL_FLOOR)}
                                  for u, drow, krow in zip(smap["units"], smap["ppl_delta"], smap["kl"])
                                  for b, d, k in zip(smap["bits"], drow, krow)])
-            what = "perplexity increase with only this unit quantized to this width"
+            what = ("KL divergence of the logits with only this unit quantized to this width (what the assignment "
+                    "methods use; log scale)")
+            color = alt.Color("kl_shown:Q", title="KL (nats/token)", scale=alt.Scale(type="log", scheme="oranges"))
+            tip.append(alt.Tooltip("kl:Q", title="KL (nats/token)", format=".3~e"))
         order = list(dict.fromkeys(data["precision"]))
         chart = alt.Chart(alt.Data(values=records(data))).mark_rect().encode(
             x=alt.X("precision:O", title="precision", sort=order),
-            y=alt.Y("unit:O", title="unit", sort=list(smap["units"])),
-            color=alt.Color("delta:Q", title="Δ perplexity", scale=alt.Scale(scheme="blueorange", domainMid=0)),
-            tooltip=[alt.Tooltip("unit:N"), alt.Tooltip("precision:N"),
-                     alt.Tooltip("delta:Q", title="Δ perplexity", format=".4~g"),
-                     alt.Tooltip("kl:Q", title="KL (nats/token)", format=".3~e")])
+            y=alt.Y("unit:O", title="unit", sort=list(smap["units"])), color=color, tooltip=tip)
         chart = base_config(chart.properties(width=min(WIDTH, 120 * len(order)),
                                              height=max(120, min(HEIGHT * 2, 18 * len(smap["units"]))),
                                              title=alt.Title(t, subtitle=what)))
-        worst = data.loc[pd.to_numeric(data["delta"]).idxmax()]
+        by = "kl" if "kl" in data else "delta"
+        worst = data.loc[pd.to_numeric(data[by]).idxmax()]
         negative = int((pd.to_numeric(data["delta"]) < 0).sum())
         summary = (f"{len(smap['units'])} units; most sensitive: {worst['unit']} at {worst['precision']} "
-                   f"(+{fmt_num(worst['delta'])} perplexity); {negative} cell(s) below zero (noise).")
+                   + (f"(KL {fmt_num(worst['kl'])} nats/token, " if by == "kl" else "(")
+                   + f"+{fmt_num(worst['delta'])} perplexity); {negative} perplexity delta(s) below zero (noise).")
         charts.append(Chart(cid, t, summary, to_spec(chart)))
     return charts or [empty_chart("heat-none", "Sensitivity map")]
 
@@ -140,6 +143,8 @@ def pareto(table: pd.DataFrame) -> list[Chart]:
                            for _, r in front.iterrows()) + ".")
     return [Chart("pareto", t, summary, to_spec(chart))]
 
+
+KL_FLOOR = 1e-10   # KL of an fp16 round trip is ~1e-9 and float error can make it a hair below zero: log scale floor
 
 # what a budgeted point is compared within: the same model, units, evaluation and application
 SAME = ("model", "granularity", "bits", "group_size", "apply", "eval_seq_len", "eval_tokens", "cards")
