@@ -48,7 +48,8 @@ def hand(points_file: Path) -> None:
     overrides = json.loads(points_file.read_text())
     cfgs = [point_cfg(o) for o in overrides]
     limit_cpu(plan.make_point(cfgs[0], overrides[0]).params["cpu_threads_per_rank"], 0, 1)
-    print(json.dumps([hand_side(cfg) for cfg in cfgs]))
+    models: dict = {}   # each model built once, as the sweep's shared worker does
+    print(json.dumps([hand_side(cfg, models) for cfg in cfgs]))
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
