@@ -130,7 +130,8 @@ def torch_threads() -> int:
 
 # --------------------------------------------------------------------------- end to end
 
-GRID = ["-m", "model=tiny-llama", "cards=1,2", "workload.batch_size=1,2", "workload.shape=8x4",
+# Two models per card count: each worker runs both, one after the other (the second model's records must be its own).
+GRID = ["-m", "model=tiny-llama,tiny-mistral", "cards=1,2", "workload.batch_size=1", "workload.shape=8x4",
         "workload.noise.max_repeats=3", "sweep.report=false"]
 TIMINGS = {"start_time", "end_time", "finish_time", "duration_s", "hostname", "job_id"}
 

@@ -1,0 +1,62 @@
+"""What a local sweep does around its points so that it costs little next to them: the report's libraries load
+beside the first worker, only on a core the points do not use."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from jobs import finish, plan
+
+RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
+                     gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
+                     account=None, qos=None)
+
+
+def _point(threads: int | None, tasks: int = 1) -> plan.Point:
+    from dataclasses import replace
+
+    return plan.Point(point_id="a" * 12, sweep="t", overrides=[], cfg={}, params={"cpu_threads_per_rank": threads},
+                      command="c", resources=replace(RES, tasks_per_node=tasks))
+
+
+@pytest.fixture
+def loads(monkeypatch):
+    """prepare()'s loading, recorded instead of done; this machine has 4 cores."""
+    calls = []
+    monkeypatch.setattr(finish, "_loading", None)
+    monkeypatch.setattr(finish, "_load", lambda: calls.append(threading.current_thread().name))
+    monkeypatch.setattr(finish.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("threads, tasks, parallel, loaded", [
+    (1, 1, 1, True),      # one pinned core busy, three free
+    (1, 2, 1, True),      # two ranks of one core
+    (2, 2, 1, False),     # every core runs a rank
+    (1, 1, 4, False),     # four workers at once
+    (None, 1, 1, False),  # threads not set: the ranks take every core
+])
+def test_report_loads_beside_the_first_worker_only_on_a_free_core(loads, threads, tasks, parallel, loaded):
+    finish.prepare([_point(threads, tasks)], parallel)
+    if finish._loading is not None:
+        finish._loading.join()
+    assert loads == (["accelsweep-report-load"] if loaded else [])
+    finish.prepare([_point(threads, tasks)], parallel)   # once per process
+    assert len(loads) == (1 if loaded else 0)
+
+
+def test_the_loading_never_shows_a_traceback(monkeypatch, capsys):
+    """A library that fails to load is finish()'s to report (it imports again); the thread stays silent."""
+    import builtins
+
+    real = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "vl_convert":
+            raise ImportError("no vl_convert here")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    finish._load()
+    assert capsys.readouterr().err == ""
