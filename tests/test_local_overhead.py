@@ -2,6 +2,7 @@
 beside the first worker, only on a core the points do not use."""
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -60,3 +61,19 @@ def test_the_loading_never_shows_a_traceback(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", broken)
     finish._load()
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux /proc only")
+def test_a_points_peak_memory_is_its_own_in_a_shared_worker():
+    """A larger model before it in the same worker does not become its peak (the CPU peak was process-wide)."""
+    from jobs.devices import Device, host_peak_bytes, reset_host_peak
+
+    size = 200 * 2**20
+    before = bytearray(size)
+    before[::4096] = b"x" * len(before[::4096])   # touch every page: resident
+    earlier = Device("cpu").peak_memory_bytes()
+    assert earlier >= size
+    del before
+    reset_host_peak()   # what each point does at its start
+    assert Device("cpu").peak_memory_bytes() < earlier - size // 2
+    assert host_peak_bytes() > 0
