@@ -23,16 +23,16 @@ def _load() -> None:
         pass
 
 
-def prepare(points, max_parallel: int) -> None:
+def prepare(workers: list[list]) -> None:
     """Load what the report stage needs (the Vega bundle, pandas, altair, the pages: about 3 s of one core) in a
-    background thread while the first worker starts (imports torch, builds its model), instead of after the last
-    point; once per process. Only where a core is left over by the points (`max_parallel` workers at a time,
-    each on its ranks' pinned cores), so that the loading does not take a core a measurement uses."""
+    background thread while a worker starts (imports torch, builds its model), instead of after the last point;
+    once per process. Only where a core is left over by the running `workers` (the points of each; a worker's
+    ranks run on pinned cores), so that the loading does not take a core a measurement uses."""
     global _loading
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    per_worker = max(((p.params.get("cpu_threads_per_rank") or cores) * p.resources.tasks_per_node
-                      for p in points), default=cores)
-    if _loading is None and cores > per_worker * max(1, max_parallel):
+    busy = sum(max((p.params.get("cpu_threads_per_rank") or cores) * p.resources.tasks_per_node for p in pts)
+               for pts in workers if pts)
+    if _loading is None and cores > busy:
         _loading = threading.Thread(target=_load, name="accelsweep-report-load", daemon=True)
         _loading.start()
 

@@ -80,9 +80,9 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
         if cluster["kind"] == "local":
-            # Once the first worker runs (importing torch), the report's libraries load beside it (finish.prepare).
-            started = (lambda: prepare(todo, cluster["max_parallel"])) if first["sweep"]["report"] else None
-            status = submit.run_local(groups, sweep_dir, cluster, manifest, entry, started=started)
+            # While a worker starts (imports torch), the report's libraries load beside it (finish.prepare).
+            status = submit.run_local(groups, sweep_dir, cluster, manifest, entry,
+                                      started=prepare if first["sweep"]["report"] else None)
             if first["sweep"]["report"] and here:
                 finish(sweep_dir)
             _raise_if_failed({p.point_id: p for p in todo}, status)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -14,11 +15,11 @@ RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1,
                      account=None, qos=None)
 
 
-def _point(threads: int | None, tasks: int = 1) -> plan.Point:
-    from dataclasses import replace
-
-    return plan.Point(point_id="a" * 12, sweep="t", overrides=[], cfg={}, params={"cpu_threads_per_rank": threads},
-                      command="c", resources=replace(RES, tasks_per_node=tasks))
+def _point(threads: int | None, tasks: int = 1, pid: str = "a" * 12) -> plan.Point:
+    params = {"workload": "inference", "hardware": "cpu", "device": "cpu", "model": "m", "cards": tasks,
+              "cpu_threads_per_rank": threads}
+    return plan.Point(point_id=pid, sweep="t", overrides=[], cfg={}, params=params, command="c",
+                      resources=replace(RES, tasks_per_node=tasks))
 
 
 @pytest.fixture
@@ -38,13 +39,44 @@ def loads(monkeypatch):
     (1, 1, 4, False),     # four workers at once
     (None, 1, 1, False),  # threads not set: the ranks take every core
 ])
-def test_report_loads_beside_the_first_worker_only_on_a_free_core(loads, threads, tasks, parallel, loaded):
-    finish.prepare([_point(threads, tasks)], parallel)
+def test_report_loads_beside_a_starting_worker_only_on_a_free_core(loads, threads, tasks, parallel, loaded):
+    workers = [[_point(threads, tasks), _point(1)] for _ in range(parallel)]   # a worker's widest point counts
+    finish.prepare(workers)
     if finish._loading is not None:
         finish._loading.join()
     assert loads == (["accelsweep-report-load"] if loaded else [])
-    finish.prepare([_point(threads, tasks)], parallel)   # once per process
+    finish.prepare(workers)   # once per process
     assert len(loads) == (1 if loaded else 0)
+
+
+def test_the_local_scheduler_says_which_workers_run_as_each_starts(tmp_path, monkeypatch):
+    from jobs.schedulers import local
+
+    seen = []
+
+    class Job:
+        def __init__(self, specs, sweep_dir):
+            from jobs import records
+
+            for spec in specs:   # the worker's records, written at once
+                prov = records.provenance(start_time=records.now())
+                records.write_point_record(records.record_path(f"{sweep_dir}/points", spec["point_id"]),
+                                           records.make_record(point=spec, status="ok", provenance=prov))
+
+        def done(self):
+            return True
+
+    class Executor:
+        def submit(self, fn, specs, sweep_dir, *args):
+            return Job(specs, sweep_dir)
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+    pts = [_point(1), _point(2, pid="b" * 12)]
+    status = local.run({"g": pts}, tmp_path, max_parallel=1,
+                       started=lambda workers: seen.append([[p.point_id for p in w] for w in workers]))
+    assert set(status.values()) == {"ok"}
+    # two workers (other threads), one at a time: each start reports the one starting
+    assert seen == [[["a" * 12]], [["b" * 12]]]
 
 
 def test_the_loading_never_shows_a_traceback(monkeypatch, capsys):

@@ -109,7 +109,7 @@ def _fresh(point: Point, sweep_dir: Path) -> dict | None:
 
 def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, started=None) -> dict[str, str]:
     """Run every point on this machine, at most `max_parallel` workers at once; point id -> status.
-    `started()`, if given, is called each time a worker process has started.
+    `started(points of each running worker)`, if given, is called each time a worker process has started.
 
     A worker that ends before its last point (a crash, a hang past the time limit) costs the point it was
     running: that point gets a record saying so and a new worker takes the rest.
@@ -155,7 +155,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             return
         running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
         if started is not None:
-            started()
+            started([w.points for w in running])
 
     def recorded(w: _Running, progress) -> None:
         """Settle the points of `w` that have their record (a worker runs its points in order)."""
