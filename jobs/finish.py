@@ -16,8 +16,10 @@ def _load() -> None:
 
         vl_convert.javascript_bundle()   # first: it releases the GIL (the sweep goes on starting workers) ...
         from report.build import vega_bundle
+        from report.pages import discover
 
         vega_bundle()   # ... and keeps what it bundled: this (cached for build()) costs nothing more
+        discover()      # every page's module (the workloads' too)
         from analysis.aggregate import aggregate  # noqa: F401
     except Exception:   # finish() imports them again and says what is wrong, as without this
         pass
