@@ -44,8 +44,10 @@ def accelsweep_side(point, sweep_dir: Path) -> list[float]:
     return rec["metrics"]["latency_s"]["samples"]
 
 
-def hand_side(cfg: dict) -> list[float]:
-    """The same measurement written by hand: build, warm up, time generate()."""
+def hand_side(cfg: dict, models: dict | None = None) -> list[float]:
+    """The same measurement written by hand: build, warm up, time generate(). `models`: where a loop over
+    several points keeps the model it built, for the next point of the same model, precision and seed (as a
+    shared worker of the sweep does)."""
     import torch
     import transformers
 
@@ -53,10 +55,16 @@ def hand_side(cfg: dict) -> list[float]:
 
     wl, model_cfg = cfg["workload"], dict(cfg["model"]["config"])
     inp, out = lengths(wl)
-    torch.manual_seed(cfg["seed"])
-    model = transformers.AutoModelForCausalLM.from_config(
-        transformers.AutoConfig.for_model(model_cfg.pop("model_type"), **model_cfg),
-        dtype=getattr(torch, cfg["precision"]["dtype"])).eval()
+    key = json.dumps([cfg["model"], cfg["precision"], cfg["seed"]], sort_keys=True)
+    model = (models or {}).get(key)
+    if model is None:
+        torch.manual_seed(cfg["seed"])
+        model = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.for_model(model_cfg.pop("model_type"), **model_cfg),
+            dtype=getattr(torch, cfg["precision"]["dtype"])).eval()
+        if models is not None:
+            models.clear()   # one model at a time, as the sweep's worker
+            models[key] = model
     ids = make_inputs(wl["batch_size"], inp, cfg["model"]["config"]["vocab_size"], cfg["seed"])
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=out, min_new_tokens=out,
                   do_sample=False, pad_token_id=0, use_cache=True)

@@ -51,8 +51,8 @@ class Device:
             import torch
 
             return int(torch.hpu.max_memory_allocated())
-        # ru_maxrss is KiB on Linux; a process-lifetime peak, so it includes loading.
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        # The resident set's high-water mark since the point started (reset_host_peak), so it includes loading.
+        return host_peak_bytes()
 
     def name(self) -> str:
         if self.kind in ("cuda", "rocm"):
@@ -80,6 +80,30 @@ class Device:
             except Exception:
                 return None
         return f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+
+
+def reset_host_peak() -> None:
+    """Start this process's resident-memory high-water mark afresh (Linux: clear_refs 5), so that each point of a
+    shared worker reports its own peak, not that of an earlier, larger model. Elsewhere: a no-op (the peak is
+    then the process's)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def host_peak_bytes() -> int:
+    """This process's resident-memory high-water mark: VmHWM (what reset_host_peak resets) where /proc has it,
+    else ru_maxrss (the process lifetime's)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024   # kB
+    except OSError:
+        pass
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024   # KiB on Linux (bytes on macOS)
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -3,9 +3,40 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 FINGERPRINT = ".report-fingerprint"   # in the sweep dir: the records the current table and site were built from
+_loading: threading.Thread | None = None   # prepare()'s
+
+
+def _load() -> None:
+    try:
+        import vl_convert
+
+        vl_convert.javascript_bundle()   # first: it releases the GIL (the sweep goes on starting workers) ...
+        from report.build import vega_bundle
+        from report.pages import discover
+
+        vega_bundle()   # ... and keeps what it bundled: this (cached for build()) costs nothing more
+        discover()      # every page's module (the workloads' too)
+        from analysis.aggregate import aggregate  # noqa: F401
+    except Exception:   # finish() imports them again and says what is wrong, as without this
+        pass
+
+
+def prepare(workers: list[list]) -> None:
+    """Load what the report stage needs (the Vega bundle, pandas, altair, the pages: about 3 s of one core) in a
+    background thread while a worker starts (imports torch, builds its model), instead of after the last point;
+    once per process. Only where a core is left over by the running `workers` (the points of each; a worker's
+    ranks run on pinned cores), so that the loading does not take a core a measurement uses."""
+    global _loading
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    busy = sum(max((p.params.get("cpu_threads_per_rank") or cores) * p.resources.tasks_per_node for p in pts)
+               for pts in workers if pts)
+    if _loading is None and cores > busy:
+        _loading = threading.Thread(target=_load, name="accelsweep-report-load", daemon=True)
+        _loading.start()
 
 
 def records_fingerprint(sweep_dir: Path) -> str:
@@ -42,6 +73,8 @@ def finish(sweep_dir: Path) -> Path:
         index = sweep_dir / "site" / "index.html"
         print(f"report:  {index}  (no record changed; not rebuilt)")
         return index
+    if _loading is not None:   # prepare()'s imports finish first (a failure there shows again below)
+        _loading.join()
     from analysis.aggregate import aggregate, write_table
     from report.build import build
 

@@ -434,9 +434,13 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
     return list(points.values())
 
 
-def worker_key(point: Point) -> str:
-    """Points with the same key may share a worker process: same model, precision, hardware (as run) and cards."""
-    keys = ("hardware", "device", "model", "model_init", "precision", "cards", "cpu_threads_per_rank")
+MODEL_KEYS = ("hardware", "device", "model", "model_init", "precision", "cards", "cpu_threads_per_rank")
+PROCESS_KEYS = ("hardware", "device", "cards", "cpu_threads_per_rank")   # what every point of one process shares
+
+
+def worker_key(point: Point, keys: tuple[str, ...] = MODEL_KEYS) -> str:
+    """Points with the same key share a loaded model (MODEL_KEYS: same model, precision, hardware as run and cards)
+    or may share a worker process (PROCESS_KEYS: the model and precision may differ)."""
     return json.dumps([point.params.get(k) for k in keys], default=str)
 
 

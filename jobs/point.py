@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import files, records, watchdog, workloads
-from jobs.devices import Device, dist_backend, limit_cpu, setup_device
+from jobs.devices import Device, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
 
@@ -162,6 +162,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
     print(f"[accelsweep] point {spec['point_id']} rank {rank}/{world} on {socket.gethostname()}: "
           f"{spec['command']}", flush=True)
     try:
+        reset_host_peak()   # a CPU point's peak memory is its own, also after another model in this worker
         # Before torch loads: OpenMP reads its thread count once, at load time.
         cpu = limit_cpu(spec["params"].get("cpu_threads_per_rank"), local_rank, local_world)
         spec = {**spec, "params": {**spec["params"], "cpu_threads_per_rank": cpu["cpu_threads_per_rank"]}}

@@ -188,6 +188,7 @@ def error_info(exc: BaseException | None = None, *, type_: str | None = None, me
     return {"type": type_ or "Error", "message": message or "", "log_tail": "\n".join(lines)}
 
 
+@functools.cache   # per process: a shared worker writes many records, and what runs does not change under it
 def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
     for name in _PACKAGES:
@@ -198,6 +199,7 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+@functools.cache
 def git_commit() -> str | None:
     """The commit of the accelsweep checkout this code runs from, '+dirty' if modified."""
     here = Path(__file__).resolve().parent
@@ -237,7 +239,7 @@ def provenance(*, start_time: str, device_name: str | None = None, device_runtim
         "slurm_job_id": job_id or slurm_job_id(),
         "device_name": device_name,
         "device_runtime": device_runtime,
-        "packages": package_versions(),
+        "packages": dict(package_versions()),
         "git_commit": git_commit(),
         "container": os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"),
         "start_time": start_time,

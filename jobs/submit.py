@@ -199,12 +199,12 @@ def print_elsewhere(commands: dict[str, dict[str, Any]], cluster: str) -> None:
 
 
 def run_local(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str, Any], manifest: Manifest,
-              entry: dict) -> dict[str, str]:
+              entry: dict, started=None) -> dict[str, str]:
     from jobs.schedulers import local
 
     for key, pts in groups.items():
         manifest.add_group(entry, key, pts, submitted=records.now(), name=job_name(pts[0].sweep, group_label(pts)))
-    return local.run(groups, sweep_dir, max_parallel=cluster["max_parallel"])
+    return local.run(groups, sweep_dir, max_parallel=cluster["max_parallel"], started=started)
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jobs import files, plan, submit, sweepdir
 from jobs.config import point_config
-from jobs.finish import finish
+from jobs.finish import finish, prepare
 from jobs.manifest import Manifest, ManifestError
 from jobs.schedulers import KINDS
 
@@ -80,7 +80,9 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
         if cluster["kind"] == "local":
-            status = submit.run_local(groups, sweep_dir, cluster, manifest, entry)
+            # While a worker starts (imports torch), the report's libraries load beside it (finish.prepare).
+            status = submit.run_local(groups, sweep_dir, cluster, manifest, entry,
+                                      started=prepare if first["sweep"]["report"] else None)
             if first["sweep"]["report"] and here:
                 finish(sweep_dir)
             _raise_if_failed({p.point_id: p for p in todo}, status)

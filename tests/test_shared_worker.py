@@ -18,19 +18,28 @@ RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1,
                      account=None, qos=None)
 
 
-def _point(pid: str, model: str = "m", isolation: str | None = None) -> plan.Point:
+def _point(pid: str, model: str = "m", isolation: str | None = None, threads: int = 1) -> plan.Point:
     params = {"workload": "inference", "hardware": "cpu", "device": "cpu", "model": model, "model_init": "random",
-              "precision": "fp32", "cards": 1, "nodes": 1}
+              "precision": "fp32", "cards": 1, "nodes": 1, "cpu_threads_per_rank": threads}
     cfg = {"isolation": isolation} if isolation else {}
     return plan.Point(point_id=pid, sweep="t", overrides=[f"model={model}"], cfg=cfg, params=params,
                       command="c", resources=RES)
 
 
-def test_units_are_model_groups_unless_isolation_is_process():
+def _ids(units) -> list[str]:
+    return ["".join(p.point_id[0] for p in pts) for _, pts in units]
+
+
+def test_a_worker_runs_its_group_model_by_model_unless_isolation_is_process():
     a, b, c = _point("a" * 12), _point("b" * 12), _point("c" * 12, model="other")
     d, e = _point("d" * 12, isolation="process"), _point("e" * 12, isolation="process")
-    units = local.units({"g": [a, b, c, d, e]})
-    assert [[p.point_id[0] for p in pts] for _, pts in units] == [["a", "b"], ["c"], ["d"], ["e"]]
+    f, g = _point("f" * 12, model="other", threads=2), _point("g" * 12)
+    # One worker for the group's models on the same threads, each model's points side by side (a, b, g share one
+    # model; c the other); other threads need a process of their own (they are set before torch loads).
+    assert _ids(local.units({"g": [a, b, c, d, e, f, g]})) == ["abgc", "d", "e", "f"]
+    # Parallel workers: the models spread over them, never one model over two.
+    assert _ids(local.units({"g": [a, b, c, g]}, max_parallel=2)) == ["abg", "c"]
+    assert _ids(local.units({"g": [a, b]}, max_parallel=4)) == ["ab"]
 
 
 class _Job:
@@ -121,7 +130,8 @@ def torch_threads() -> int:
 
 # --------------------------------------------------------------------------- end to end
 
-GRID = ["-m", "model=tiny-llama", "cards=1,2", "workload.batch_size=1,2", "workload.shape=8x4",
+# Two models per card count: each worker runs both, one after the other (the second model's records must be its own).
+GRID = ["-m", "model=tiny-llama,tiny-mistral", "cards=1,2", "workload.batch_size=1", "workload.shape=8x4",
         "workload.noise.max_repeats=3", "sweep.report=false"]
 TIMINGS = {"start_time", "end_time", "finish_time", "duration_s", "hostname", "job_id"}
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobs import records, watchdog
-from jobs.plan import Point, Resources, worker_key
+from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import failure_record, run_point, run_points
 
 
@@ -59,15 +59,26 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: b
     return status
 
 
-def units(groups: dict[str, list[Point]]) -> list[tuple[str, list[Point]]]:
-    """(executor key, points of one worker): with isolation=group (the default) the points of a resource group
-    that share a model, precision, hardware and cards; with isolation=process each point alone."""
-    out: dict[tuple[str, str], list[Point]] = {}
+def units(groups: dict[str, list[Point]], max_parallel: int = 1) -> list[tuple[str, list[Point]]]:
+    """(executor key, points of one worker). With isolation=group (the default) a worker runs the points of a
+    resource group that share a model, precision, hardware and cards in turn, and then, model by model, those of
+    the group's other models on the same hardware, cards and threads: torch and transformers are imported once per
+    worker, as a hand-written loop would (each model is still built once, each point keeps its own warm-up and
+    record). The models are spread over at most `max_parallel` workers per group so that parallel workers stay
+    busy. With isolation=process each point runs alone."""
+    out: dict[tuple[str, str], dict[str, list[Point]]] = {}
     for key, pts in groups.items():
         for p in pts:
             alone = (p.cfg or {}).get("isolation") == "process"
-            out.setdefault((key, p.point_id if alone else worker_key(p)), []).append(p)
-    return [(key, pts) for (key, _), pts in out.items()]
+            chain = p.point_id if alone else worker_key(p, PROCESS_KEYS)
+            out.setdefault((key, chain), {}).setdefault(worker_key(p), []).append(p)
+    queue = []
+    for (key, _), models in out.items():
+        workers: list[list[Point]] = [[] for _ in range(min(max(1, max_parallel), len(models)))]
+        for pts in models.values():   # each model's points to the worker with the fewest points so far
+            min(workers, key=len).extend(pts)
+        queue += [(key, pts) for pts in workers]
+    return queue
 
 
 @dataclass
@@ -96,8 +107,9 @@ def _fresh(point: Point, sweep_dir: Path) -> dict | None:
     return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= point.submitted else None
 
 
-def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -> dict[str, str]:
+def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, started=None) -> dict[str, str]:
     """Run every point on this machine, at most `max_parallel` workers at once; point id -> status.
+    `started(points of each running worker)`, if given, is called each time a worker process has started.
 
     A worker that ends before its last point (a crash, a hang past the time limit) costs the point it was
     running: that point gets a record saying so and a new worker takes the rest.
@@ -107,7 +119,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
 
     from jobs.progress import console
 
-    queue = units(groups)
+    queue = units(groups, max_parallel)
     total = sum(len(pts) for _, pts in queue)
     running: list[_Running] = []
     status: dict[str, str] = {}
@@ -142,6 +154,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int) -
             print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
             return
         running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
+        if started is not None:
+            started([w.points for w in running])
 
     def recorded(w: _Running, progress) -> None:
         """Settle the points of `w` that have their record (a worker runs its points in order)."""

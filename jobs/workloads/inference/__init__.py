@@ -5,6 +5,7 @@ model; the job's latency in a repeat is that of the slowest replica.
 """
 from __future__ import annotations
 
+import gc
 import json
 import re
 from typing import Any
@@ -188,7 +189,9 @@ def _engine(cfg: dict[str, Any], ctx):
     key = ("inference", name, json.dumps([cfg["model"], cfg["precision"], str(ctx.device.torch_device),
                                           engines.options(cfg), cfg["seed"]], sort_keys=True, default=str))
     if key not in cache:
-        cache.clear()   # one model at a time: a group's points share one, the next group brings its own
+        if cache:
+            cache.clear()   # one model at a time: a group's points share one, the next group brings its own ...
+            gc.collect()    # ... and the old one is gone before it (a compiled forward holds it in a cycle)
         cache[key] = engines.load(name)(*args)
     return cache[key]
 
