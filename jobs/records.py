@@ -109,12 +109,13 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     """(record, None) if the file at `path` is a record that follows the schema, else (None, why not)."""
     import orjson
 
     try:
-        data = orjson.loads(Path(path).read_bytes())
+        with open(path, "rb") as fh:
+            data = orjson.loads(fh.read())
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
     except ValueError as exc:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pandas as pd
 
@@ -65,7 +66,7 @@ def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
     assert (sweep / agg.CACHE).is_file()
     read = []
     real = agg.read_valid
-    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(p.parent.name), real(p))[1])
+    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(Path(p).parent.name), real(p))[1])
     assert agg.aggregate([sweep]).equals(first) and read == []      # nothing changed: nothing read
     _write(sweep, n=6, failed={2})                                   # every file rewritten, one now failed
     (sweep / "points" / ids[5] / "record.json").unlink()             # and one gone
