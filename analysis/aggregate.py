@@ -72,7 +72,7 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stat_columns(metric: str) -> tuple[str, ...]:
     return tuple(f"{metric}_{s}" for s in STATS)
 

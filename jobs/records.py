@@ -122,7 +122,7 @@ def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"not JSON (truncated?): {exc}"
     if _fast_check().is_valid(data):
         return data, None
-    import jsonschema   # imported only here: it says where and why
+    import jsonschema  # imported only here: it says where and why
 
     try:
         _validator().validate(data)

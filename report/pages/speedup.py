@@ -90,8 +90,8 @@ def charts(table: pd.DataFrame) -> list[Chart]:
         has_ci = d["lo"].notna().any()
         if has_ci:   # the bootstrap interval of each speedup (analysis.derived)
             layers.append(base.mark_rule(color="#000", strokeWidth=1.5).encode(
-                x=x, xOffset=offset, y="lo:Q", y2="hi:Q", tooltip=tooltip))
-        one = alt.Chart(alt.Data(values=[{"y": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y="y:Q")
+                x=x, xOffset=offset, y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"), tooltip=tooltip))
+        one = alt.Chart(alt.Data(values=[{"y": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y=alt.Y("y:Q"))
         chart = base_config(alt.layer(*layers, one, data=alt.Data(values=values)).properties(
             width=WIDTH, height=HEIGHT,
             title=alt.Title(t, subtitle="one bar per point" + ("; black bars: 95% bootstrap interval" if has_ci else "")

@@ -75,7 +75,7 @@ def charts(table: pd.DataFrame) -> list[Chart]:
                 y=alt.Y("measured:Q", title=f"Measured {metric}, median ({unit})", scale=alt.Scale(zero=True)),
                 color=color("model", "model"), shape=alt.Shape("hardware:N"), tooltip=tooltip)
             same = alt.Chart(alt.Data(values=[{"x": 0, "y": 0}, {"x": top, "y": top}])).mark_line(
-                color="#555", strokeDash=[6, 4]).encode(x="x:Q", y="y:Q")
+                color="#555", strokeDash=[6, 4]).encode(x=alt.X("x:Q"), y=alt.Y("y:Q"))
             subtitle = "one mark per matched configuration and published engine; dashed: measured = published"
             spec = to_spec(base_config(alt.layer(same, points).properties(
                 width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))))

@@ -98,9 +98,9 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                    alt.Tooltip("n:Q", title="repeats (n)")]
         marks = series_marks("series", legend)
         base = alt.Chart()   # the layers inherit the values from alt.layer below, embedded once
-        lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N")
+        lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"))
         dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
-        band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y="p10:Q", y2="p90:Q",
+        band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
                                                                  stroke=series_stroke("series"), tooltip=tooltip)
         layers = [band, lines, dots]
         pub = pub_all[pub_all["hardware"].astype(str).str.lower().eq(hw.lower())] if len(pub_all) else pub_all
@@ -117,7 +117,7 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
             # black and greys on their own stroke scale: the series keep colour + shape and one legend
             layers.append(alt.Chart(alt.Data(values=records(pdata))).mark_point(
                 shape="diamond", filled=False, size=90, strokeWidth=2).encode(
-                x=x, y="tput:Q",
+                x=x, y=alt.Y("tput:Q"),
                 stroke=alt.Stroke("published:N", title="published reference",
                                   legend=alt.Legend(labelLimit=360, symbolType="diamond"),
                                   scale=alt.Scale(range=["#000000", "#777777", "#444444", "#aaaaaa"])),
@@ -182,10 +182,10 @@ def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict 
     tooltip = [*tooltip, alt.Tooltip("p10:Q", format=".4~g"), alt.Tooltip("p90:Q", format=".4~g"),
                alt.Tooltip("n:Q", title="repeats (n)")]
     base = alt.Chart()
-    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N", **(extra or {})),
+    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"), **(extra or {})),
               base.mark_point(size=50, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)]
     if data["p10"].notna().any():
-        layers.insert(0, base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2="p90:Q",
+        layers.insert(0, base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
                                                                            stroke=series_stroke("series")))
     else:
         subtitle = subtitle.replace("; bars: p10–p90 over the repeats", "")
