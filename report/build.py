@@ -33,6 +33,7 @@ COMPARISON_NAME = "baseline_comparison.csv"
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
 REQUIRED = ("point_id", "sweep", "status")
+VEGA_CACHE = Path("~/.cache/accelsweep")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -95,7 +96,18 @@ def vega_bundle() -> str:
     """
     import vl_convert
 
-    return "(function(){\n" + vl_convert.javascript_bundle() + "\n})();\n"
+    # Building the bundle takes seconds; it depends only on the vl_convert version, so it is kept on disk.
+    cached = VEGA_CACHE.expanduser() / f"vega-{vl_convert.__version__}.js"
+    try:
+        return cached.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    bundle = "(function(){\n" + vl_convert.javascript_bundle() + "\n})();\n"
+    try:
+        files.write_text(cached, bundle)
+    except OSError:   # no writable home: build it every time
+        pass
+    return bundle
 
 
 def _environment() -> jinja2.Environment:

@@ -76,3 +76,20 @@ def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
     assert agg.aggregate([sweep]).equals(again)                      # the same as without a cache
     (sweep / agg.CACHE).write_text("torn")
     assert agg.aggregate([sweep]).equals(again)                      # a broken cache is read past
+
+
+def test_work_per_distinct_row_equals_work_per_row():
+    """analysis.distinct.per_distinct (used by the report's labels and the reference matching) gives every row
+    what running the function on every row gives, NaN and None included."""
+    import numpy as np
+
+    from analysis.distinct import per_distinct
+    from report.pages import _label, label
+
+    g = np.random.default_rng(0)
+    frame = pd.DataFrame({"model": g.choice(["a", "b", None], 500), "cards": g.choice([1.0, 2.0, np.nan], 500),
+                          "batch_size": g.choice([1, 4], 500)})
+    fields = ["model", "cards", "batch_size"]
+    assert label(frame, fields).tolist() == _label(frame, fields).tolist()
+    assert per_distinct(frame, lambda rows: [tuple(map(str, r)) for r in rows.itertuples(index=False)]) == \
+        [tuple(map(str, r)) for r in frame.itertuples(index=False)]

@@ -17,7 +17,7 @@ from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, interval_text,
                            limit_series, records, series_marks, series_note, series_stroke, to_spec)
-from report.pages import Page, by_workload, label, numeric, workload_fields
+from report.pages import Page, by_workload, label, numeric, per_table, workload_fields
 
 EFF = SCALING_EFFICIENCY
 GOOD = 0.8
@@ -56,6 +56,7 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
     return ok[pd.to_numeric(ok["cards"], errors="coerce").notna()]
 
 
+@per_table
 def points(table: pd.DataFrame) -> pd.DataFrame:
     """Successful points with an efficiency, one row per workload × hardware × model × mode × series × cards."""
     ok = _ok(table)

@@ -14,7 +14,7 @@ from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import SPEEDUP
 from report.overrides import IN_FINDINGS
-from report.pages import MAX_ROWS, Page, by_workload, label, numeric, workload_fields
+from report.pages import MAX_ROWS, Page, by_workload, label, numeric, per_table, workload_fields
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
@@ -26,6 +26,7 @@ def chart_id(workload: str, family: str) -> str:
     return f"speedup-{anchor(workload, family)}"
 
 
+@per_table
 def pairs(table: pd.DataFrame) -> pd.DataFrame:
     """Successful rows with a finite speedup, plus pair label, series label and the previous main throughput."""
     need = ["hardware", "hardware_previous", SPEEDUP, "workload"]

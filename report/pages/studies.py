@@ -12,7 +12,7 @@ import pandas as pd
 from analysis import references
 from jobs import experiment, workloads
 from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, fmt_num, records, to_spec
-from report.pages import MAX_ROWS, Page, label
+from report.pages import MAX_ROWS, Page, label, per_table
 
 
 @functools.cache
@@ -27,6 +27,7 @@ def _study(name: str) -> references.Study:
     return references.Study(**{**s.__dict__, "load": functools.partial(published, name)})
 
 
+@per_table
 def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], references.Study, pd.DataFrame]]:
     """(preset, study, compare_study rows) for every preset whose study matches a measured point."""
     out = []

@@ -158,8 +158,9 @@ def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]
                       else float("nan") for s in ("p10", "p90", "n")})
     varying, fixed = split_fields(ok, fields)
     data = ok.groupby(["hardware", *fields, x], dropna=False, sort=True).agg(
-        value=("value", "median"), p10=("p10", "min"), p90=("p90", "max"),
-        n=("n", lambda v: v.sum(min_count=1))).reset_index()
+        value=("value", "median"), p10=("p10", "min"), p90=("p90", "max"), n=("n", "sum"),
+        n_known=("n", "count")).reset_index()
+    data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
     data["series"] = label(data, varying) if varying else "all points"
     data["legend"] = " · ".join(varying) or "series"
     data["fixed"] = fixed
