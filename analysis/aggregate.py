@@ -181,14 +181,32 @@ def _arrow(rows: list[dict[str, Any]]) -> pa.Table:
     return table
 
 
-def _read_cache(path: Path | None) -> pa.Table | None:
+def _read_cache(path: Path | None, columns: list[str] | None = None) -> pa.Table | None:
     if path is None or not path.is_file():
         return None
     try:
-        table = pq.read_table(path)
+        have = pq.read_schema(path).names
+        if not set(_STAT) <= set(have):
+            return None
+        return pq.read_table(path, columns=columns and [*_STAT, *(c for c in columns if c in have)])
     except (OSError, pa.ArrowException):   # torn or from another version: read every record again
         return None
-    return table if set(_STAT) <= set(table.column_names) else None
+
+
+def cached_columns(sweep: Path, stats: dict[str, tuple[int, int]], columns: list[str]) -> dict[str, tuple]:
+    """Point id -> the values of `columns` (None where absent) in the sweep's aggregate cache, for the record
+    files whose size and mtime (jobs.records.record_stats) are those the cache was made from; other points
+    (new, changed, invalid, or no cache yet) are left out."""
+    table = _read_cache(Path(sweep) / CACHE, columns)
+    if table is None:
+        return {}
+    data = table.to_pydict()
+    out = {}
+    for i, (path, size, mtime) in enumerate(zip(data["_path"], data["_size"], data["_mtime_ns"])):
+        pid = os.path.basename(os.path.dirname(path))
+        if stats.get(pid) == (size, mtime):
+            out[pid] = tuple(data[c][i] if c in data else None for c in columns)
+    return out
 
 
 def invalid_row(path: Path, why: str) -> dict[str, Any]:

@@ -98,10 +98,13 @@ def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = F
         os.close(fd)   # drops the lock
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
+def read_record(path: Path | str) -> dict[str, Any] | None:
     """The record at `path`, or None if it is missing, truncated or not a record."""
+    import orjson
+
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as fh:
+            data = orjson.loads(fh.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or "point_id" not in data or "status" not in data:

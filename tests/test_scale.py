@@ -93,3 +93,27 @@ def test_work_per_distinct_row_equals_work_per_row():
     assert label(frame, fields).tolist() == _label(frame, fields).tolist()
     assert per_distinct(frame, lambda rows: [tuple(map(str, r)) for r in rows.itertuples(index=False)]) == \
         [tuple(map(str, r)) for r in frame.itertuples(index=False)]
+
+
+def test_status_reads_only_the_records_the_aggregate_cache_lacks(tmp_path, monkeypatch):
+    from analysis.aggregate import CACHE, aggregate
+    from jobs import plan, records, status
+    from jobs.manifest import Manifest
+
+    sweep = tmp_path / "s"
+    ids = _write(sweep, n=5, failed={1})
+    specs = [records.read_record(record_path(sweep / "points", pid)) for pid in ids]
+    Manifest(sweep).begin([plan.Point(point_id=r["point_id"], sweep="s", overrides=["seed=0"], cfg={},
+                                      params=r["params"], command=r["command"]) for r in specs],
+                          cluster={"name": "local", "kind": "local"})
+    before = [(r["point_id"], r["state"], r["detail"]) for r in status.point_states(sweep)]   # no cache: all read
+    assert [s for _, s, _ in before] == ["ok", "oom", "ok", "ok", "ok"]
+    aggregate([sweep])
+    _write(sweep, n=3, failed={0, 1})   # three records rewritten after the cache was made, one now failed
+    read = []
+    real = records.read_record
+    monkeypatch.setattr(records, "read_record", lambda p: (read.append(Path(p).parent.name), real(p))[1])
+    after = [(r["point_id"], r["state"], r["detail"]) for r in status.point_states(sweep)]
+    assert sorted(read) == sorted(ids[:3])   # the two unchanged records come from the cache
+    assert after == [(before[0][0], "oom", "synthetic failure"), *before[1:]]
+    assert (sweep / CACHE).is_file()
