@@ -43,18 +43,18 @@ def record_path(points_dir: Path, point_id: str) -> Path:
 def record_stats(sweep_dir: Path) -> dict[str, tuple[int, int]]:
     """Point id -> (size, mtime_ns) of its record file under sweep_dir/points, sorted by id: one stat per record,
     no file read."""
-    points = Path(sweep_dir) / "points"
-    out = {}
+    points = os.path.join(sweep_dir, "points")
     try:
-        entries = list(os.scandir(points))
+        names = sorted(os.listdir(points))
     except OSError:
         return {}
-    for entry in sorted(entries, key=lambda e: e.name):
+    out = {}
+    for name in names:
         try:
-            st = os.stat(os.path.join(entry.path, RECORD_NAME))
+            st = os.stat(f"{points}{os.sep}{name}{os.sep}{RECORD_NAME}")
         except OSError:
             continue
-        out[entry.name] = (st.st_size, st.st_mtime_ns)
+        out[name] = (st.st_size, st.st_mtime_ns)
     return out
 
 

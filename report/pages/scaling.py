@@ -92,7 +92,7 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
     out["eff_hi"] = out["eff_hi"].mask(out.pop("hi_na"))
     out["n"] = out["n"].mask(out.pop("n_na"))
     threads = joined(data, keys, "threads")
-    out["threads"] = threads.reindex(pd.MultiIndex.from_frame(out[keys])).fillna("").to_numpy()
+    out["threads"] = threads.astype(object).reindex(pd.MultiIndex.from_frame(out[keys]), fill_value="").to_numpy()
     return out
 
 
