@@ -168,10 +168,12 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
     has_ci = d["eff_lo"].notna().any()
     if has_ci:   # the bootstrap interval of each efficiency (analysis.derived)
         layers.insert(0, base.mark_rule(strokeWidth=2, opacity=0.6).encode(
-            x=alt.X("bar_x:Q", scale=cards_scale), y=alt.Y("eff_lo:Q"), y2=alt.Y2("eff_hi:Q"), stroke=series_stroke("series")))
+            x=alt.X("bar_x:Q", scale=cards_scale), y=alt.Y("eff_lo:Q"), y2=alt.Y2("eff_hi:Q"),
+            stroke=series_stroke("series")))
     refs = alt.Data(values=[{"y": 1.0, "label": "ideal 1.0", "dash": False},
                             {"y": GOOD, "label": f"{GOOD:g}", "dash": True}])
-    ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(y=alt.Y("y:Q"))
+    ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(
+        y=alt.Y("y:Q"))
     good = alt.Chart(refs).transform_filter("datum.dash").mark_rule(
         color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y=alt.Y("y:Q"))
     texts = alt.Chart(refs).mark_text(align="right", dx=-4, dy=-6, color="#555").encode(

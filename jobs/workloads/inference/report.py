@@ -183,7 +183,8 @@ def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict 
     tooltip = [*tooltip, alt.Tooltip("p10:Q", format=".4~g"), alt.Tooltip("p90:Q", format=".4~g"),
                alt.Tooltip("n:Q", title="repeats (n)")]
     base = alt.Chart()
-    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"), **(extra or {})),
+    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"),
+                                      **(extra or {})),
               base.mark_point(size=50, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)]
     if data["p10"].notna().any():
         layers.insert(0, base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
