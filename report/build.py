@@ -21,6 +21,7 @@ from typing import Iterable
 
 import jinja2
 import pandas as pd
+from altair.utils.schemapi import debug_mode
 
 from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
@@ -191,9 +192,12 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
             "comparison_link": comparison_link,
         }
         for page in pages:
-            html = env.get_template(page.template).render(
-                **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
-                charts=page.charts(table))
+            # altair otherwise validates every schema object as it is made (a third of the charts' time); the
+            # specs are plain Vega-Lite dicts the browser renders (charts.to_spec)
+            with debug_mode(False):
+                html = env.get_template(page.template).render(
+                    **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
+                    charts=page.charts(table))
             files.write_text(out / page.filename, html)
         written.result()   # raises files.WriteFailed if the data could not be written
     return out / "index.html"
