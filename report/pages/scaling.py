@@ -15,7 +15,7 @@ import pandas as pd
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
-from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, interval_text,
+from report.charts import (CONFIG, HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, fmt_num, interval_text,
                            limit_series, records, series_marks, series_note, series_stroke, to_spec)
 from report.pages import Page, by_workload, label, numeric, per_table, workload_fields
 
@@ -178,11 +178,10 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
         color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y=alt.Y("y:Q"))
     texts = alt.Chart(refs).mark_text(align="right", dx=-4, dy=-6, color="#555").encode(
         x=alt.value(WIDTH), y=alt.Y("y:Q"), text=alt.Text("label:N"))
-    chart = base_config(alt.layer(ideal, good, texts, *layers, data=alt.Data(values=values)).properties(
-        width=WIDTH, height=HEIGHT,
-        title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card"
-                                    + ("; bars: 95% bootstrap interval" if has_ci else "")
-                                    + f"; solid: ideal 1.0; dashed: {GOOD:g}")))
+    chart = alt.layer(ideal, good, texts, *layers, data=alt.Data(values=values), width=WIDTH, height=HEIGHT,
+                      title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card"
+                                                  + ("; bars: 95% bootstrap interval" if has_ci else "")
+                                                  + f"; solid: ideal 1.0; dashed: {GOOD:g}"), config=CONFIG)
     summary = (f"at {top} cards: best {fmt_num(b['eff'])} ({b['series']}{_interval(b)})"
                + (f", worst {fmt_num(w['eff'])} ({w['series']}{_interval(w)})" if len(at) > 1 else "")
                + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + _superlinear(d)

@@ -11,8 +11,8 @@ import pandas as pd
 
 from analysis import references
 from report import overrides
-from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num, limit_series,
-                           records, series_stroke, series_marks, series_note, spread_text, to_spec)
+from report.charts import (CONFIG, HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num,
+                           limit_series, records, series_stroke, series_marks, series_note, spread_text, to_spec)
 from report.pages import Page, label, rows_for, split_fields, workload_page_applies
 
 WORKLOAD = "inference"
@@ -78,7 +78,8 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
         varying, fixed = split_fields(sub, fields)
         data = sub.groupby([*fields, "batch_size"], dropna=False, sort=True).agg(
             tput=(TPUT, "median"), p10=(f"{TPUT}_p10", "min"), p90=(f"{TPUT}_p90", "max"),
-            n=(f"{TPUT}_n", lambda v: v.sum(min_count=1)), points=(TPUT, "size")).reset_index()
+            n=(f"{TPUT}_n", "sum"), n_known=(f"{TPUT}_n", "count"), points=(TPUT, "size")).reset_index()
+        data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
         data["series"] = label(data, varying) if varying else "all points"
         legend = " · ".join(varying) or "series"
         keep = ["series", "batch_size", "tput", "p10", "p90", "n", "points"]
@@ -126,11 +127,10 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                          alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
                          alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")]))
             subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
-        chart = alt.layer(*layers, data=alt.Data(values=records(data))).properties(
-            width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))
-        if len(pub):   # the published marks have their own stroke colours and legend
-            chart = chart.resolve_scale(stroke="independent")
-        chart = base_config(chart)
+        # the published marks have their own stroke colours and legend
+        resolve = alt.Resolve(scale=alt.ScaleResolveMap(stroke="independent")) if len(pub) else alt.Undefined
+        chart = alt.layer(*layers, data=alt.Data(values=records(data)), width=WIDTH, height=HEIGHT,
+                          title=alt.Title(t, subtitle=subtitle), resolve=resolve, config=CONFIG)
         summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
                    f"{int(best['batch_size'])}{_spread(best)}; "
                    f"{total} series, {n_points} points." + series_note(shown, total)
