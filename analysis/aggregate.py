@@ -132,11 +132,16 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     cached = _read_cache(cache_path)
     if cached is not None:
         keys = cached.select(list(_STAT)).to_pydict()
-        keep = [stat.get(p) == (n, t) for p, n, t in zip(keys["_path"], keys["_size"], keys["_mtime_ns"])]
+        # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made the cache
+        now = {_point(path): path for path in stat}
+        paths = [now.get(_point(path)) for path in keys["_path"]]
+        keep = [p is not None and stat[p] == (n, t) for p, n, t in zip(paths, keys["_size"], keys["_mtime_ns"])]
         changed = not all(keep)
         if changed:
             cached = cached.filter(pa.array(keep, type=pa.bool_()))
-        have = set(cached["_path"].to_pylist())
+        have = [p for p, k in zip(paths, keep) if k]
+        cached = cached.set_column(cached.schema.get_field_index("_path"), "_path", pa.array(have, pa.string()))
+        have = set(have)
     else:
         changed, have = True, set()
     batches = [cached] if cached is not None and cached.num_rows else []
@@ -166,6 +171,11 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
         except OSError as exc:   # a read-only copy of a sweep: aggregate all the same, without a cache
             print(f"warning: no aggregate cache in {sweep}: {exc}", file=sys.stderr)
     return table
+
+
+def _point(path: str) -> str:
+    """The point directory of a record file path (points/<id>/record.json)."""
+    return os.path.basename(os.path.dirname(path))
 
 
 def _arrow(rows: list[dict[str, Any]]) -> pa.Table:

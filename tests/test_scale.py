@@ -72,6 +72,8 @@ def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
     (sweep / "points" / ids[5] / "record.json").unlink()             # and one gone
     again = agg.aggregate([sweep])
     assert sorted(read) == sorted(ids[:5]) and len(again) == 5 and (again["status"] != "ok").sum() == 1
+    monkeypatch.chdir(tmp_path)
+    assert agg.aggregate([Path("s")]).equals(again) and len(read) == 5   # the sweep's path spelled otherwise
     (sweep / agg.CACHE).unlink()
     assert agg.aggregate([sweep]).equals(again)                      # the same as without a cache
     (sweep / agg.CACHE).write_text("torn")
