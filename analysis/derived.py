@@ -50,18 +50,22 @@ BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, LEVEL = 2000, 0, 0.95
 
 
 def add_derived(table: pd.DataFrame) -> pd.DataFrame:
-    table = table.copy()
-    for name in (SCALING_EFFICIENCY, SPEEDUP):
-        for col in (name, f"{name}_lo", f"{name}_hi"):
-            table[col] = float("nan")
+    """The table with the derived columns (a new frame; the columns are made apart and added at once, not the
+    whole table copied)."""
+    cols = {f"{name}{part}": np.full(len(table), np.nan) for name in (SCALING_EFFICIENCY, SPEEDUP)
+            for part in ("", "_lo", "_hi")}
     for ms in workload_sets(table):
-        rows = table["workload"].eq(ms.workload)
+        rows = table["workload"].eq(ms.workload).to_numpy()
         if ms.throughput not in table:
             continue
-        for name, cols in _derived(table[rows], ms.throughput, param_keys(table, ms)).items():
-            table.loc[rows, [name, f"{name}_lo", f"{name}_hi"]] = cols.to_numpy()
-    table[SUPERLINEAR] = table[f"{SCALING_EFFICIENCY}_lo"].gt(1.0)
-    return table
+        keys = param_keys(table, ms)
+        used = [c for c in dict.fromkeys(["status", "hardware", "hardware_previous", "cards", ms.throughput,
+                                          f"{ms.throughput}_samples", *keys, *PER_CARD_KEYS]) if c in table]
+        for name, values in _derived(table.loc[rows, used], ms.throughput, keys).items():
+            for part, column in zip(("", "_lo", "_hi"), values.to_numpy().T):
+                cols[f"{name}{part}"][rows] = column
+    cols[SUPERLINEAR] = cols[f"{SCALING_EFFICIENCY}_lo"] > 1.0
+    return table.assign(**cols)
 
 
 def ratio_interval(num, den, scale: float = 1.0, *, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -94,14 +98,20 @@ def ratio_intervals(nums, dens, scales, *, resamples: int = BOOTSTRAP_RESAMPLES,
         b, ranks_b = _sorted_and_ranks([dens[i] for i in rows], m)
         rng = np.random.default_rng(seed)
         draw_a, draw_b = rng.choice(n, (resamples, n)), rng.choice(m, (resamples, m))
-        patterns, which = np.unique(np.hstack([ranks_a, ranks_b]), axis=0, return_inverse=True)
-        which = which.ravel()
-        for k, pattern in enumerate(patterns):
-            mine = which == k
+        ranks = np.hstack([ranks_a, ranks_b])
+        for mine in _same_rows(ranks):
+            pattern = ranks[mine[0]]
             ratio, counts = _resampled_ratios(a[mine], b[mine], scales[rows[mine]],
                                               _median_ranks(pattern[:n][draw_a]), _median_ranks(pattern[n:][draw_b]))
             lo[rows[mine]], hi[rows[mine]] = _percentiles(ratio, counts, resamples, quantiles)
     return lo, hi
+
+
+def _same_rows(values: np.ndarray) -> list[np.ndarray]:
+    """The positions of equal rows of a 2-d array, one array per distinct row (hashed by pandas)."""
+    group = pd.DataFrame(values).groupby(list(range(values.shape[1])), sort=False).ngroup().to_numpy()
+    order = np.argsort(group, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(group[order])) + 1)
 
 
 def _sorted_and_ranks(samples: list, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -167,7 +177,7 @@ def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> dict[str, pd.DataF
     def match(candidates: np.ndarray, by: list[str], left: pd.DataFrame) -> np.ndarray:
         """For each row of `left`, the position in `table` of the row among `candidates` (positions) with equal
         `by` columns (-1: none)."""
-        found = pd.Series(candidates, index=pd.MultiIndex.from_frame(table.iloc[candidates][by]))
+        found = pd.Series(candidates, index=pd.MultiIndex.from_frame(table[by].iloc[candidates]))
         found = found[~found.index.duplicated()]
         return found.reindex(pd.MultiIndex.from_frame(left)).fillna(-1).to_numpy(int)
 
