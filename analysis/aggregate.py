@@ -79,11 +79,14 @@ def _stat_columns(metric: str) -> tuple[str, ...]:
 
 
 def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
-    """A point measured more than once keeps one row: ok beats not ok, then the newest."""
+    """A point measured more than once keeps one row: ok beats not ok, then the newest (the order is found on
+    those columns alone; the table is reordered once)."""
     order = ["_ok"] + (["finish_time"] if "finish_time" in table else [])
-    return (table.assign(_ok=table["status"].eq("ok"))
-            .sort_values(order, na_position="first", kind="stable")
-            .drop_duplicates("point_id", keep="last").drop(columns="_ok"))
+    keys = pd.DataFrame({"point_id": table["point_id"].to_numpy(), "_ok": table["status"].eq("ok").to_numpy(),
+                         **({"finish_time": table["finish_time"].to_numpy()} if "finish_time" in table else {})})
+    kept = (keys.sort_values(order, na_position="first", kind="stable")
+            .drop_duplicates("point_id", keep="last").index)
+    return table.iloc[kept]
 
 
 CACHE = ".aggregate-cache.parquet"   # per sweep directory: the rows of the records read, with each file's stat
