@@ -49,20 +49,22 @@ def _text(frame: pd.DataFrame, col: str, missing: str) -> pd.Series:
     return frame[col].astype(object).where(frame[col].notna(), missing).astype(str)
 
 
-def _ok(table: pd.DataFrame) -> pd.DataFrame:
+def _ok(table: pd.DataFrame, *also: str) -> pd.DataFrame:
+    """Successful rows with a number of cards (and a number in each column of `also`), in one selection."""
     if table.empty or "cards" not in table:
         return table.iloc[0:0]
-    ok = table[table["status"].astype(str).eq("ok")]
-    return ok[pd.to_numeric(ok["cards"], errors="coerce").notna()]
+    keep = table["status"].astype(str).eq("ok")
+    for col in ("cards", *also):
+        keep &= pd.to_numeric(table[col], errors="coerce").notna()
+    return table[keep]
 
 
 @per_table
 def points(table: pd.DataFrame) -> pd.DataFrame:
     """Successful points with an efficiency, one row per workload × hardware × model × mode × series × cards."""
-    ok = _ok(table)
-    if EFF not in ok or "workload" not in ok:
+    if EFF not in table or "workload" not in table:
         return pd.DataFrame()
-    ok = ok[pd.to_numeric(ok[EFF], errors="coerce").notna()]
+    ok = _ok(table, EFF)
     parts = [_points(rows, ms) for ms, rows in by_workload(ok) if len(rows)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
