@@ -104,6 +104,8 @@ def ratio_intervals(nums, dens, scales, *, resamples: int = BOOTSTRAP_RESAMPLES,
             ratio, counts = _resampled_ratios(a[mine], b[mine], scales[rows[mine]],
                                               _median_ranks(pattern[:n][draw_a]), _median_ranks(pattern[n:][draw_b]))
             lo[rows[mine]], hi[rows[mine]] = _percentiles(ratio, counts, resamples, quantiles)
+        missing = rows[np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1)]   # numpy.median of a NaN is NaN
+        lo[missing], hi[missing] = np.nan, np.nan
     return lo, hi
 
 
