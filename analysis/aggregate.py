@@ -9,19 +9,24 @@ a point measured twice keeps its newest ok record.
 from __future__ import annotations
 
 import argparse
+import functools
+import gzip
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from analysis.derived import add_derived
 from jobs import files
-from jobs.records import RECORD_NAME, read_valid
+from jobs.records import RECORD_NAME, read_valid, record_stats
 
 STATS = ("p10", "p90", "p99", "n")
 INVALID = "invalid"   # the status of a row that stands for a record file that could not be used
@@ -29,17 +34,19 @@ PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_
               "start_time", "finish_time")
 
 
-def find_records(paths: Iterable[Path]) -> list[Path]:
-    """record.json files under sweep dirs (<dir>/points/*/) or runs roots (<dir>/*/points/*/)."""
-    found: list[Path] = []
+def find_sweeps(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+    """(sweep dirs, record files given one by one) under `paths`: sweep dirs (<dir>/points/*/) or runs roots
+    (<dir>/*/points/*/)."""
+    sweeps: list[Path] = []
+    singles: list[Path] = []
     for root in map(Path, paths):
         if not root.exists():
             raise FileNotFoundError(f"no such runs directory: {root}")
         if root.is_file():
-            found.append(root)
+            singles.append(root)
             continue
-        found += sorted(root.glob(f"points/*/{RECORD_NAME}")) + sorted(root.glob(f"*/points/*/{RECORD_NAME}"))
-    return found
+        sweeps += [root] * (root / "points").is_dir() + sorted(p.parent for p in root.glob("*/points") if p.is_dir())
+    return list(dict.fromkeys(sweeps)), singles
 
 
 def flatten(rec: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +54,8 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     row.update(rec["params"])
     for name, m in rec.get("metrics", {}).items():
         row[name] = m["median"]
-        row.update({f"{name}_{s}": m[s] for s in STATS})
+        for col, stat in zip(_stat_columns(name), STATS):
+            row[col] = m[stat]
     if nz := rec.get("noise"):   # the main metric: its interval, spread, samples (for derived intervals), stability
         m = nz["metric"]
         row.update({f"{m}_ci_lo": nz["ci_lo"], f"{m}_ci_hi": nz["ci_hi"], f"{m}_cv": nz["cv"],
@@ -65,12 +73,20 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+@functools.cache
+def _stat_columns(metric: str) -> tuple[str, ...]:
+    return tuple(f"{metric}_{s}" for s in STATS)
+
+
 def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
-    """A point measured more than once keeps one row: ok beats not ok, then the newest."""
+    """A point measured more than once keeps one row: ok beats not ok, then the newest (the order is found on
+    those columns alone; the table is reordered once)."""
     order = ["_ok"] + (["finish_time"] if "finish_time" in table else [])
-    return (table.assign(_ok=table["status"].eq("ok"))
-            .sort_values(order, na_position="first", kind="stable")
-            .drop_duplicates("point_id", keep="last").drop(columns="_ok"))
+    keys = pd.DataFrame({"point_id": table["point_id"].to_numpy(), "_ok": table["status"].eq("ok").to_numpy(),
+                         **({"finish_time": table["finish_time"].to_numpy()} if "finish_time" in table else {})})
+    kept = (keys.sort_values(order, na_position="first", kind="stable")
+            .drop_duplicates("point_id", keep="last").index)
+    return table.iloc[kept]
 
 
 CACHE = ".aggregate-cache.parquet"   # per sweep directory: the rows of the records read, with each file's stat
@@ -78,60 +94,79 @@ BATCH = 2000                          # records read into one columnar batch
 _STAT = ("_path", "_size", "_mtime_ns")
 
 
-def aggregate(paths: Iterable[Path]) -> pd.DataFrame:
+def aggregate(paths: Iterable[Path], stats: dict[Path, dict[str, tuple[int, int]]] | None = None) -> pd.DataFrame:
     """The table of every record under `paths`. A file that is not a valid record is skipped with a warning and
     kept as a row with status `invalid` (listed on the report's failures page).
 
     Records are read in batches into arrow tables; each sweep directory keeps the rows it read in CACHE, so the
-    next aggregate reads only the records that are new or changed (by size and mtime)."""
-    by_dir: dict[Path | None, list[Path]] = {}
-    for path in find_records(paths):
-        sweep = path.parent.parent.parent if path.parent.parent.name == "points" else None
-        by_dir.setdefault(sweep, []).append(path)
+    next aggregate stats every record file and reads only those that are new or changed (by size and mtime).
+    `stats`: a sweep directory's jobs.records.record_stats, when the caller has it already."""
+    sweeps, singles = find_sweeps(paths)
     tables, invalid = [], []
-    for sweep, found in by_dir.items():
-        tables.append(_rows(sweep, found, invalid))
+    for sweep in sweeps:
+        found = (stats or {}).get(sweep)
+        found = record_stats(sweep) if found is None else found
+        points = os.path.join(sweep, "points", "")
+        tables.append(_rows(sweep, {f"{points}{pid}{os.sep}{RECORD_NAME}": st for pid, st in found.items()},
+                            invalid))
+    if singles:
+        tables.append(_rows(None, _stat(singles), invalid))
     tables = [t for t in tables if t.num_rows]
     rows = pa.concat_tables(tables, promote_options="permissive").drop_columns(list(_STAT)) if tables else None
     return table_from_rows(rows, invalid)
 
 
-def _rows(sweep: Path | None, found: list[Path], invalid: list[dict[str, Any]]) -> pa.Table:
-    """The flattened rows of the records `found` in `sweep` (None: files given one by one), from its cache where
-    a file is unchanged; the cache is rewritten when anything changed."""
-    stat = {}
+def _stat(found: list[Path]) -> dict[str, tuple[int, int]]:
+    out = {}
     for path in found:
         try:
             st = os.stat(path)
         except OSError:
             continue
-        stat[str(path)] = (st.st_size, st.st_mtime_ns)
+        out[str(path)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[dict[str, Any]]) -> pa.Table:
+    """The flattened rows of the record files `stat` names (path -> size, mtime) in `sweep` (None: files given
+    one by one), in path order, from its cache where a file is unchanged; the cache is rewritten when anything
+    changed."""
     cache_path = sweep / CACHE if sweep is not None else None
     cached = _read_cache(cache_path)
     if cached is not None:
         keys = cached.select(list(_STAT)).to_pydict()
-        keep = [stat.get(p) == (n, t) for p, n, t in zip(keys["_path"], keys["_size"], keys["_mtime_ns"])]
+        # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made the cache
+        now = {_point(path): path for path in stat}
+        paths = [now.get(_point(path)) for path in keys["_path"]]
+        keep = [p is not None and stat[p] == (n, t) for p, n, t in zip(paths, keys["_size"], keys["_mtime_ns"])]
         changed = not all(keep)
         if changed:
             cached = cached.filter(pa.array(keep, type=pa.bool_()))
-        have = set(pc.unique(cached["_path"]).to_pylist()) if cached.num_rows else set()
+        have = [p for p, k in zip(paths, keep) if k]
+        cached = cached.set_column(cached.schema.get_field_index("_path"), "_path", pa.array(have, pa.string()))
+        have = set(have)
     else:
         changed, have = True, set()
     batches = [cached] if cached is not None and cached.num_rows else []
-    todo = [p for p in found if str(p) in stat and str(p) not in have]
+    todo = [p for p in stat if p not in have]
     for i in range(0, len(todo), BATCH):
         rows = []
         for path in todo[i:i + BATCH]:
             rec, why = read_valid(path)
             if rec is None:
                 print(f"warning: skipping {path}: {why}", file=sys.stderr)
-                invalid.append(invalid_row(path, why))
+                invalid.append(invalid_row(Path(path), why))
                 continue
-            size, mtime = stat[str(path)]
-            rows.append({**flatten(rec), "_path": str(path), "_size": size, "_mtime_ns": mtime})
+            size, mtime = stat[path]
+            rows.append({**flatten(rec), "_path": path, "_size": size, "_mtime_ns": mtime})
         if rows:
             batches.append(_arrow(rows))
-    table = pa.concat_tables(batches, promote_options="permissive") if batches else pa.table({k: [] for k in _STAT})
+    if not batches:
+        return pa.table({k: [] for k in _STAT})
+    table = pa.concat_tables(batches, promote_options="permissive")
+    order = pc.sort_indices(table["_path"])   # path order whatever came from the cache: it decides ties later
+    if not pc.all(pc.equal(order, pa.array(np.arange(len(order), dtype=np.uint64)))).as_py():
+        table = table.take(order)
     if cache_path is not None and (changed or todo):
         try:
             with files.atomic(cache_path) as tmp:
@@ -141,19 +176,47 @@ def _rows(sweep: Path | None, found: list[Path], invalid: list[dict[str, Any]]) 
     return table
 
 
+def _point(path: str) -> str:
+    """The point directory of a record file path (points/<id>/record.json)."""
+    return os.path.basename(os.path.dirname(path))
+
+
 def _arrow(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows with possibly different keys as one arrow table (every key a column)."""
-    return pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False)
+    """Rows with possibly different keys as one arrow table (every key a column, in order of first appearance,
+    as pandas.DataFrame(rows) has them), inferred by arrow in C++."""
+    table = pa.Table.from_struct_array(pa.array(rows))
+    for i, field in enumerate(table.schema):   # pandas: only None where given, NaN where missing: float
+        if pa.types.is_null(field.type) and any(field.name not in row for row in rows):
+            table = table.set_column(i, field.name, table.column(i).cast(pa.float64()))
+    return table
 
 
-def _read_cache(path: Path | None) -> pa.Table | None:
+def _read_cache(path: Path | None, columns: list[str] | None = None) -> pa.Table | None:
     if path is None or not path.is_file():
         return None
     try:
-        table = pq.read_table(path)
+        have = pq.read_schema(path).names
+        if not set(_STAT) <= set(have):
+            return None
+        return pq.read_table(path, columns=columns and [*_STAT, *(c for c in columns if c in have)])
     except (OSError, pa.ArrowException):   # torn or from another version: read every record again
         return None
-    return table if set(_STAT) <= set(table.column_names) else None
+
+
+def cached_columns(sweep: Path, stats: dict[str, tuple[int, int]], columns: list[str]) -> dict[str, tuple]:
+    """Point id -> the values of `columns` (None where absent) in the sweep's aggregate cache, for the record
+    files whose size and mtime (jobs.records.record_stats) are those the cache was made from; other points
+    (new, changed, invalid, or no cache yet) are left out."""
+    table = _read_cache(Path(sweep) / CACHE, columns)
+    if table is None:
+        return {}
+    data = table.to_pydict()
+    out = {}
+    for i, (path, size, mtime) in enumerate(zip(data["_path"], data["_size"], data["_mtime_ns"])):
+        pid = os.path.basename(os.path.dirname(path))
+        if stats.get(pid) == (size, mtime):
+            out[pid] = tuple(data[c][i] if c in data else None for c in columns)
+    return out
 
 
 def invalid_row(path: Path, why: str) -> dict[str, Any]:
@@ -190,9 +253,46 @@ def write_table(table: pd.DataFrame, out_dir: Path, csv: bool = True) -> tuple[P
     with files.atomic(written[0]) as tmp:
         table.to_parquet(tmp, index=False, compression="zstd")
     if csv:
-        with files.atomic(written[1]) as tmp:
-            table.to_csv(tmp, index=False, compression={"method": "gzip", "compresslevel": 6, "mtime": 0})
+        with files.atomic(written[1]) as tmp, gzip.GzipFile(tmp, "wb", compresslevel=6, mtime=0) as out:
+            _write_csv(pa.Table.from_pandas(table, preserve_index=False), out)
     return tuple(written)
+
+
+CSV_ROWS = 10_000   # rows turned into text at a time
+
+
+def _write_csv(table: pa.Table, out) -> None:
+    """The table as CSV text into `out`, CSV_ROWS rows at a time (the text of every row at once would need GBs);
+    a thread compresses one part while the next is turned into text (both release the GIL)."""
+    with ThreadPoolExecutor(1) as writer:
+        pending = None
+        for i in range(0, max(table.num_rows, 1), CSV_ROWS):
+            text = pa.BufferOutputStream()
+            pa_csv.write_csv(_csv_ready(table.slice(i, CSV_ROWS)), text,
+                             pa_csv.WriteOptions(include_header=i == 0, quoting_style="needed"))
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(out.write, text.getvalue())
+        pending.result()
+
+
+def _csv_ready(table: pa.Table) -> pa.Table:
+    """The table as arrow writes CSV (in C++, 20x faster than pandas at 100,000 rows), reading back as the pandas
+    one did: whole floats keep their '.0', and lists of samples become '[a, b, c]' (full precision)."""
+    for i, field in enumerate(table.schema):
+        col = table.column(i)
+        if pa.types.is_floating(field.type):
+            text = pc.cast(col, pa.string())
+            col = pc.if_else(pc.match_substring_regex(text, r"^-?[0-9]+$"), pc.binary_join_element_wise(text, ".0", ""),
+                             text)
+        elif pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
+            col = col.combine_chunks() if col.num_chunks else pa.array([], field.type)
+            items = pa.ListArray.from_arrays(col.offsets, pc.cast(col.values, pa.string()), mask=col.is_null())
+            col = pc.binary_join_element_wise("[", pc.binary_join(items, ", "), "]", "")
+        else:
+            continue
+        table = table.set_column(i, field.name, col)
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.distinct import per_distinct
+
 REFERENCES = Path(__file__).resolve().parent / "published"
 MAIN, POWER, TTFT = "llm_inference_bench.csv", "llm_inference_bench_power.csv", "llm_inference_bench_ttft.csv"
 SOURCE = "LLM-Inference-Bench (arXiv 2411.00136), published"
@@ -129,9 +131,14 @@ def matching(measured: pd.DataFrame, published: pd.DataFrame) -> pd.DataFrame:
     m = m[m["precision"].astype(str).isin(PRECISIONS)].dropna(subset=MATCH_KEYS)
     if m.empty:
         return published.iloc[0:0]
-    keys = {_key(r) for r in m[MATCH_KEYS].itertuples(index=False)}
-    hit = [_key(r) in keys for r in published[MATCH_KEYS].itertuples(index=False)]
+    keys = set(_keys(m[MATCH_KEYS]))
+    hit = [k in keys for k in _keys(published[MATCH_KEYS])]
     return published[hit]
+
+
+def _keys(rows: pd.DataFrame) -> list[tuple]:
+    """_key of every row (computed once per distinct row)."""
+    return per_distinct(rows, lambda d: [_key(r) for r in d.itertuples(index=False)])
 
 
 def _key(r: tuple) -> tuple:
@@ -230,8 +237,8 @@ def _matching_on(m: pd.DataFrame, published: pd.DataFrame, keys: tuple[str, ...]
     """Published rows whose `keys` equal those of a row of `m` (measured rows already in the study's setting)."""
     if m.empty or published is None or published.empty:
         return published.iloc[0:0] if published is not None else published
-    seen = {_key(r) for r in m[list(keys)].itertuples(index=False)}
-    return published[[_key(r) in seen for r in published[list(keys)].itertuples(index=False)]]
+    seen = set(_keys(m[list(keys)]))
+    return published[[k in seen for k in _keys(published[list(keys)])]]
 
 
 # --------------------------------------------------------------------------- PEARC 2026: fine-tuning minutes
@@ -327,8 +334,8 @@ def compare_study(measured: pd.DataFrame, study: Study, metrics: list[str]) -> p
     if ok.empty or pub.empty:
         return pd.DataFrame(columns=cols)
     keys = list(study.keys)
-    ok = ok.assign(_k=[_key(r) for r in ok[keys].itertuples(index=False)])
-    pub = pub.assign(_k=[_key(r) for r in pub[keys].itertuples(index=False)])
+    ok = ok.assign(_k=_keys(ok[keys]))
+    pub = pub.assign(_k=_keys(pub[keys]))
     parts = []
     engines = engine_names(ok, "_k")
     for metric in [m for m in metrics if m in pub and m in ok]:

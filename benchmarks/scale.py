@@ -11,8 +11,9 @@ and a manifest are written to a temporary sweep directory; then each stage runs 
   no-op resume the same a second time with no record changed (what a local resume with nothing to run does after
                planning; planning itself is not part of it, the synthetic grid is not a Hydra one)
   status       python -m jobs.status SWEEP
-Prints each stage's wall time and peak resident memory (the child's ru_maxrss from wait4), and the exponent of
-their growth in N (the log-log slope between the smallest and largest N; 1.0 is linear). --big adds 100,000.
+Prints each stage's wall time and peak resident memory (the child's ru_maxrss from wait4), the size of the site
+the report stage wrote (every file under SWEEP/site), and the exponent of their growth in N (the log-log slope
+between the smallest and largest N; 1.0 is linear). --big adds 100,000.
 A benchmark, not a test: the figures depend on the machine and its load.
 """
 from __future__ import annotations
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in ns):
         ap.error(f"--n must be positive, got {ns}")
     results: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in STAGES}
+    site: dict[int, float] = {}   # MB on disk of the site the report stage wrote
     with tempfile.TemporaryDirectory(prefix="accelsweep-scale-") as tmp:
         base = args.keep or Path(tmp)
         for n in ns:
@@ -108,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                 results[stage][n] = run_stage(cmd, sweep)
                 wall, mb = results[stage][n]
                 print(f"  {stage:<15} {wall:8.2f} s  {mb:8.0f} MB", flush=True)
+                if stage == "report":
+                    site[n] = sum(f.stat().st_size for f in (sweep / "site").rglob("*") if f.is_file()) / 1e6
+                    print(f"  {'site size':<15} {site[n]:8.1f} MB", flush=True)
     print(f"\n{'stage':<15} " + " ".join(f"{f'N={n:,}':>20}" for n in ns) + "   growth exponent (time, memory)")
     for stage, by_n in results.items():
         cells = " ".join(f"{f'{by_n[n][0]:.2f} s {by_n[n][1]:.0f} MB':>20}" for n in ns)
@@ -117,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             slope = [math.log(by_n[hi][k] / by_n[lo][k]) / math.log(hi / lo) for k in (0, 1)]
             slopes = f"   {slope[0]:.2f}, {slope[1]:.2f}"
         print(f"{stage:<15} {cells}{slopes}")
+    cells = " ".join(f"{f'{site[n]:.1f} MB':>20}" for n in ns)
+    slope = f"   {math.log(site[ns[-1]] / site[ns[0]]) / math.log(ns[-1] / ns[0]):.2f}" if len(ns) > 1 else ""
+    print(f"{'site size':<15} {cells}{slope}")
     return 0
 
 

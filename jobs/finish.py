@@ -12,13 +12,10 @@ _loading: threading.Thread | None = None   # prepare()'s
 
 def _load() -> None:
     try:
-        import vl_convert
-
-        vl_convert.javascript_bundle()   # first: it releases the GIL (the sweep goes on starting workers) ...
         from report.build import vega_bundle
         from report.pages import discover
 
-        vega_bundle()   # ... and keeps what it bundled: this (cached for build()) costs nothing more
+        vega_bundle()   # read from its disk cache, or built by vl_convert (which releases the GIL meanwhile)
         discover()      # every page's module (the workloads' too)
         from analysis.aggregate import aggregate  # noqa: F401
     except Exception:   # finish() imports them again and says what is wrong, as without this
@@ -39,19 +36,11 @@ def prepare(workers: list[list]) -> None:
         _loading.start()
 
 
-def records_fingerprint(sweep_dir: Path) -> str:
-    """A hash of every record file's name, size and mtime (stat only, no file read)."""
-    from jobs.records import RECORD_NAME
-
+def records_fingerprint(stats: dict[str, tuple[int, int]]) -> str:
+    """A hash of every record file's point id, size and mtime (jobs.records.record_stats: stat only)."""
     h = hashlib.sha256()
-    points = Path(sweep_dir) / "points"
-    entries = sorted(os.scandir(points), key=lambda e: e.name) if points.is_dir() else []
-    for entry in entries:
-        try:
-            st = os.stat(os.path.join(entry.path, RECORD_NAME))
-        except OSError:
-            continue
-        h.update(f"{entry.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+    for name, (size, mtime_ns) in stats.items():
+        h.update(f"{name} {size} {mtime_ns}\n".encode())
     return h.hexdigest()
 
 
@@ -66,9 +55,11 @@ def finish(sweep_dir: Path) -> Path:
     """Aggregate the sweep's records and build its report; returns index.html. Nothing is rebuilt when no
     record changed since the last build (a resume with nothing to run)."""
     from jobs import files
+    from jobs.records import record_stats
 
     sweep_dir = Path(sweep_dir)
-    fingerprint = records_fingerprint(sweep_dir)
+    stats = record_stats(sweep_dir)   # one stat per record, for the fingerprint and for aggregate
+    fingerprint = records_fingerprint(stats)
     if up_to_date(sweep_dir, fingerprint):
         index = sweep_dir / "site" / "index.html"
         print(f"report:  {index}  (no record changed; not rebuilt)")
@@ -78,7 +69,7 @@ def finish(sweep_dir: Path) -> Path:
     from analysis.aggregate import aggregate, write_table
     from report.build import build
 
-    table = aggregate([sweep_dir])
+    table = aggregate([sweep_dir], stats={sweep_dir: stats})
     (parquet,) = write_table(table, sweep_dir, csv=False)   # the CSV is written once, in the site's data/
     index = build(table, sweep_dir / "site")
     files.write_text(sweep_dir / FINGERPRINT, fingerprint + "\n")

@@ -40,6 +40,24 @@ def record_path(points_dir: Path, point_id: str) -> Path:
     return Path(points_dir) / point_id / RECORD_NAME
 
 
+def record_stats(sweep_dir: Path) -> dict[str, tuple[int, int]]:
+    """Point id -> (size, mtime_ns) of its record file under sweep_dir/points, sorted by id: one stat per record,
+    no file read."""
+    points = os.path.join(sweep_dir, "points")
+    try:
+        names = sorted(os.listdir(points))
+    except OSError:
+        return {}
+    out = {}
+    for name in names:
+        try:
+            st = os.stat(f"{points}{os.sep}{name}{os.sep}{RECORD_NAME}")
+        except OSError:
+            continue
+        out[name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
 def write_record(path: Path, record: dict[str, Any]) -> Path:
     """Write JSON atomically: a reader sees the old file or the new one, never half of one."""
     text = json.dumps(record, indent=1, sort_keys=True, allow_nan=False, default=str)  # ValueError before any write
@@ -80,10 +98,13 @@ def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = F
         os.close(fd)   # drops the lock
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
+def read_record(path: Path | str) -> dict[str, Any] | None:
     """The record at `path`, or None if it is missing, truncated or not a record."""
+    import orjson
+
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as fh:
+            data = orjson.loads(fh.read())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or "point_id" not in data or "status" not in data:
@@ -91,22 +112,20 @@ def read_record(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def read_valid(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     """(record, None) if the file at `path` is a record that follows the schema, else (None, why not)."""
-    import fastjsonschema
+    import orjson
 
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path, "rb") as fh:
+            data = orjson.loads(fh.read())
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
     except ValueError as exc:
         return None, f"not JSON (truncated?): {exc}"
-    try:
-        _fast_check()(data)
+    if _fast_check().is_valid(data):
         return data, None
-    except fastjsonschema.JsonSchemaException:   # jsonschema (imported only here) says where and why
-        pass
-    import jsonschema
+    import jsonschema  # imported only here: it says where and why
 
     try:
         _validator().validate(data)
@@ -125,11 +144,11 @@ def _validator():
 
 @functools.lru_cache(maxsize=1)
 def _fast_check():
-    """The schema compiled to Python (fastjsonschema): about 100x faster than jsonschema, which matters when
-    100,000 records are read. It uses no 2020-12 keyword beyond $defs, which a $ref pointer reaches as any key."""
-    import fastjsonschema
+    """The schema compiled by jsonschema-rs: about 10x faster than fastjsonschema and 1000x than jsonschema,
+    which matters when 100,000 records are read (orjson parses them 2-3x faster than json)."""
+    import jsonschema_rs
 
-    return fastjsonschema.compile({**schema(), "$schema": "http://json-schema.org/draft-07/schema#"})
+    return jsonschema_rs.validator_for(schema())
 
 
 def schema() -> dict[str, Any]:

@@ -11,6 +11,7 @@ aggregates. Exit status 1 when the report job failed.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -35,11 +36,10 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
     read = {}
-    for pid in manifest.data["points"]:
+    for pid, rec in _records(sweep_dir, manifest.data["points"]).items():
         sub = latest.get(pid, {})
-        rec = records.read_record(records.record_path(sweep_dir / "points", pid))
         read[pid] = rec, rec is not None and sub.get("submitted") is not None and \
-            rec["provenance"].get("start_time", "") >= sub["submitted"]
+            (rec["start_time"] or "") >= sub["submitted"]
     # An array task of several points (cluster.points_per_task) runs them in order: the first without a record
     # of this submission is the one running, those after it wait.
     current = {task: next((p for p in pids if not read[p][1]), None) for task, pids in _task_points(manifest,
@@ -50,7 +50,7 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         rec, fresh = read[pid]
         job = jobs.get(sub.get("task") or "", {})
         if fresh or (rec is not None and not sub.get("task")):
-            state, detail = rec["status"], (rec.get("error") or {}).get("message", "")
+            state, detail = rec["status"], rec["message"] or ""
         elif sub.get("task"):
             state = job.get("state", "unknown")
             detail = f"{job.get('slurm_state', 'not in sacct')} {job.get('exit_code', '')}".strip()
@@ -72,6 +72,28 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                      "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
                      "submitted": sub.get("submitted"), "slurm": job, "group": sub.get("group") or "-"})
     return rows
+
+
+def _records(sweep_dir: Path, points: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """Point id -> what status needs of its record (status, start_time, message), or None without one: from the
+    aggregate cache where the record file is unchanged since it was cached, else read from the file."""
+    from analysis.aggregate import cached_columns
+
+    stats = records.record_stats(sweep_dir)
+    cached = cached_columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+    points_dir = os.path.join(sweep_dir, "points", "")
+    out: dict[str, dict[str, Any] | None] = {}
+    for pid in points:
+        if pid in cached:
+            status, start, message = cached[pid]
+        elif pid in stats and (rec := records.read_record(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")):
+            status, start = rec["status"], (rec.get("provenance") or {}).get("start_time")
+            message = (rec.get("error") or {}).get("message")
+        else:
+            out[pid] = None
+            continue
+        out[pid] = {"status": status, "start_time": start, "message": message}
+    return out
 
 
 def _task_points(manifest: Manifest, latest: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
@@ -189,7 +211,8 @@ def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, fi
     out = console()
     out.print(f"{sweep_dir}: {summary_line(counts(rows))}", markup=False, highlight=False)
     groups = Table()
-    states = [s for s in ORDER if any(r["state"] == s for r in rows)]
+    seen = {r["state"] for r in rows}
+    states = [s for s in ORDER if s in seen]
     groups.add_column("group")
     for s in states:
         groups.add_column(s, justify="right")

@@ -15,11 +15,13 @@ import datetime as _dt
 import functools
 import json
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
 import jinja2
 import pandas as pd
+from altair.utils.schemapi import debug_mode
 
 from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
@@ -33,6 +35,7 @@ COMPARISON_NAME = "baseline_comparison.csv"
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
 REQUIRED = ("point_id", "sweep", "status")
+VEGA_CACHE = Path("~/.cache/accelsweep")
 
 
 # --------------------------------------------------------------------------- inputs
@@ -95,7 +98,18 @@ def vega_bundle() -> str:
     """
     import vl_convert
 
-    return "(function(){\n" + vl_convert.javascript_bundle() + "\n})();\n"
+    # Building the bundle takes seconds; it depends only on the vl_convert version, so it is kept on disk.
+    cached = VEGA_CACHE.expanduser() / f"vega-{vl_convert.__version__}.js"
+    try:
+        return cached.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    bundle = "(function(){\n" + vl_convert.javascript_bundle() + "\n})();\n"
+    try:
+        files.write_text(cached, bundle)
+    except OSError:   # no writable home: build it every time
+        pass
+    return bundle
 
 
 def _environment() -> jinja2.Environment:
@@ -105,8 +119,23 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def _write_data(table: pd.DataFrame, data_dir: Path) -> list[dict[str, str]]:
-    return [{"href": f"data/{f.name}", "label": f.name, "size": _size(f)} for f in write_table(table, data_dir)]
+def _write_data(table: pd.DataFrame, data_dir: Path, writer: ThreadPoolExecutor) -> tuple[list[dict], Future]:
+    """Links to the table's data files, written by `writer` while the pages are made (a page that shows a file's
+    size waits for it)."""
+    written = writer.submit(write_table, table, data_dir)
+    names = (RESULTS_NAME, "results.csv.gz")
+    return [{"href": f"data/{n}", "label": n, "size": _SizeOnceWritten(data_dir / n, written)} for n in names], written
+
+
+class _SizeOnceWritten:
+    """A data file's size as text, once the write in progress has finished (a page rendering it waits)."""
+
+    def __init__(self, path: Path, written: Future):
+        self.path, self.written = path, written
+
+    def __str__(self) -> str:
+        self.written.result()
+        return _size(self.path)
 
 
 def _write_schema(data_dir: Path) -> Path | None:
@@ -138,34 +167,39 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
     files.write_text(out / "assets" / "vega.js", vega_bundle())
     files.copy_file(STATIC / "style.css", out / "assets" / "style.css")
-    data_links = _write_data(table, out / "data")   # the data as measured; the pages name overrides as such
-    _write_schema(out / "data")
-    table = overrides.mark(table, include_overrides)
-    comparison_link = None
-    if comparison is not None:
-        path = out / "data" / COMPARISON_NAME
-        with files.atomic(path) as tmp:
-            comparison.rows.to_csv(tmp, index=False)
-        comparison_link = {"href": f"data/{COMPARISON_NAME}", "label": COMPARISON_NAME, "size": _size(path)}
+    with ThreadPoolExecutor(1) as writer:   # writes the data files while the pages are made
+        data_links, written = _write_data(table, out / "data", writer)   # as measured; pages name overrides
+        _write_schema(out / "data")
+        table = overrides.mark(table, include_overrides)
+        comparison_link = None
+        if comparison is not None:
+            path = out / "data" / COMPARISON_NAME
+            with files.atomic(path) as tmp:
+                comparison.rows.to_csv(tmp, index=False)
+            comparison_link = {"href": f"data/{COMPARISON_NAME}", "label": COMPARISON_NAME, "size": _size(path)}
 
-    pages = [p for p in (pages if pages is not None else discover())
-             if p.applies(table) and (comparison is not None or not p.needs_baseline)]
-    if not any(p.slug == "index" for p in pages):
-        raise RuntimeError("the report needs an index page")
-    env = _environment()
-    common = {
-        "nav": [{"href": p.filename, "title": p.title, "slug": p.slug} for p in pages],
-        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "sweep_names": sorted(map(str, table["sweep"].dropna().unique())),
-        "n_failed": int((~table["status"].eq("ok")).sum()),
-        "data_links": data_links,
-        "comparison_link": comparison_link,
-    }
-    for page in pages:
-        html = env.get_template(page.template).render(
-            **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
-            charts=page.charts(table))
-        files.write_text(out / page.filename, html)
+        pages = [p for p in (pages if pages is not None else discover())
+                 if p.applies(table) and (comparison is not None or not p.needs_baseline)]
+        if not any(p.slug == "index" for p in pages):
+            raise RuntimeError("the report needs an index page")
+        env = _environment()
+        common = {
+            "nav": [{"href": p.filename, "title": p.title, "slug": p.slug} for p in pages],
+            "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "sweep_names": sorted(map(str, table["sweep"].dropna().unique())),
+            "n_failed": int((~table["status"].eq("ok")).sum()),
+            "data_links": data_links,
+            "comparison_link": comparison_link,
+        }
+        for page in pages:
+            # altair otherwise validates every schema object as it is made (a third of the charts' time); the
+            # specs are plain Vega-Lite dicts the browser renders (charts.to_spec)
+            with debug_mode(False):
+                html = env.get_template(page.template).render(
+                    **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
+                    charts=page.charts(table))
+            files.write_text(out / page.filename, html)
+        written.result()   # raises files.WriteFailed if the data could not be written
     return out / "index.html"
 
 

@@ -175,8 +175,14 @@ def fill_hint(values: Any, what: str, sweep: str) -> str:
     return f" Only one {what} ({int(v) if isinstance(v, float) and v.is_integer() else v}): sweep {sweep} to fill this."
 
 
+# The axis and title settings of every chart. A layered chart built in one call (alt.layer(..., config=CONFIG))
+# is copied once: altair deep-copies every layer on each later properties or configure_* call.
+CONFIG = alt.Config(axis=alt.AxisConfig(labelFontSize=11, titleFontSize=12),
+                    title=alt.TitleConfig(fontSize=14, anchor="start"))
+
+
 def base_config(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
-    return chart.configure_axis(labelFontSize=11, titleFontSize=12).configure_title(fontSize=14, anchor="start")
+    return chart.properties(config=CONFIG)
 
 
 def fmt_num(value: Any, digits: int = 3) -> str:

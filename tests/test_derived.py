@@ -115,3 +115,33 @@ def test_ratio_interval_is_seeded_and_brackets_the_ratio():
 def test_no_samples_no_interval():
     t = add_derived(pd.DataFrame([_row("a100", 1, 100.0), _row("a100", 2, 150.0)]))
     assert t["scaling_efficiency_lo"].isna().iloc[1] and not t["superlinear"].any()
+
+
+def _resampled_one_by_one(num, den, scale, resamples=2000, seed=0, level=0.95):
+    """The bootstrap as ratio_interval defines it, done literally: resample, medians, percentiles."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a = np.median(rng.choice(np.asarray(num, float), (resamples, len(num))), axis=1)
+    b = np.median(rng.choice(np.asarray(den, float), (resamples, len(den))), axis=1)
+    tail = (1 - level) / 2 * 100
+    return tuple(map(float, np.percentile(a / (scale * b), [tail, 100 - tail])))
+
+
+def test_batched_intervals_equal_resampling_each_pair():
+    """ratio_intervals shares one resampling among pairs of the same sizes and rank patterns: the numbers are
+    exactly those of resampling every pair on its own (odd and even sizes, ties, unequal sizes)."""
+    import numpy as np
+
+    from analysis.derived import ratio_intervals
+
+    g = np.random.default_rng(1)
+    nums, dens, scales = [], [], []
+    for k in range(300):
+        n, m = int(g.integers(1, 8)), int(g.integers(1, 8))
+        tied = k % 3 == 0   # few distinct values: ties within a sample
+        nums.append(g.integers(1, 4, n).astype(float) if tied else g.normal(100, 5, n))
+        dens.append(g.integers(1, 4, m).astype(float) if tied else g.normal(50, 3, m))
+        scales.append(float(g.choice([1.0, 2.0, 8.0])))
+    lo, hi = ratio_intervals(nums, dens, scales)
+    assert [(a, b) for a, b in zip(lo, hi)] == [_resampled_one_by_one(*c) for c in zip(nums, dens, scales)]

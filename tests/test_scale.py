@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pandas as pd
 
@@ -65,13 +66,56 @@ def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
     assert (sweep / agg.CACHE).is_file()
     read = []
     real = agg.read_valid
-    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(p.parent.name), real(p))[1])
+    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(Path(p).parent.name), real(p))[1])
     assert agg.aggregate([sweep]).equals(first) and read == []      # nothing changed: nothing read
     _write(sweep, n=6, failed={2})                                   # every file rewritten, one now failed
     (sweep / "points" / ids[5] / "record.json").unlink()             # and one gone
     again = agg.aggregate([sweep])
     assert sorted(read) == sorted(ids[:5]) and len(again) == 5 and (again["status"] != "ok").sum() == 1
+    monkeypatch.chdir(tmp_path)
+    assert agg.aggregate([Path("s")]).equals(again) and len(read) == 5   # the sweep's path spelled otherwise
     (sweep / agg.CACHE).unlink()
     assert agg.aggregate([sweep]).equals(again)                      # the same as without a cache
     (sweep / agg.CACHE).write_text("torn")
     assert agg.aggregate([sweep]).equals(again)                      # a broken cache is read past
+
+
+def test_work_per_distinct_row_equals_work_per_row():
+    """analysis.distinct.per_distinct (used by the report's labels and the reference matching) gives every row
+    what running the function on every row gives, NaN and None included."""
+    import numpy as np
+
+    from analysis.distinct import per_distinct
+    from report.pages import _label, label
+
+    g = np.random.default_rng(0)
+    frame = pd.DataFrame({"model": g.choice(["a", "b", None], 500), "cards": g.choice([1.0, 2.0, np.nan], 500),
+                          "batch_size": g.choice([1, 4], 500)})
+    fields = ["model", "cards", "batch_size"]
+    assert label(frame, fields).tolist() == _label(frame, fields).tolist()
+    assert per_distinct(frame, lambda rows: [tuple(map(str, r)) for r in rows.itertuples(index=False)]) == \
+        [tuple(map(str, r)) for r in frame.itertuples(index=False)]
+
+
+def test_status_reads_only_the_records_the_aggregate_cache_lacks(tmp_path, monkeypatch):
+    from analysis.aggregate import CACHE, aggregate
+    from jobs import plan, records, status
+    from jobs.manifest import Manifest
+
+    sweep = tmp_path / "s"
+    ids = _write(sweep, n=5, failed={1})
+    specs = [records.read_record(record_path(sweep / "points", pid)) for pid in ids]
+    Manifest(sweep).begin([plan.Point(point_id=r["point_id"], sweep="s", overrides=["seed=0"], cfg={},
+                                      params=r["params"], command=r["command"]) for r in specs],
+                          cluster={"name": "local", "kind": "local"})
+    before = [(r["point_id"], r["state"], r["detail"]) for r in status.point_states(sweep)]   # no cache: all read
+    assert [s for _, s, _ in before] == ["ok", "oom", "ok", "ok", "ok"]
+    aggregate([sweep])
+    _write(sweep, n=3, failed={0, 1})   # three records rewritten after the cache was made, one now failed
+    read = []
+    real = records.read_record
+    monkeypatch.setattr(records, "read_record", lambda p: (read.append(Path(p).parent.name), real(p))[1])
+    after = [(r["point_id"], r["state"], r["detail"]) for r in status.point_states(sweep)]
+    assert sorted(read) == sorted(ids[:3])   # the two unchanged records come from the cache
+    assert after == [(before[0][0], "oom", "synthetic failure"), *before[1:]]
+    assert (sweep / CACHE).is_file()

@@ -9,9 +9,11 @@ the analysis.compare.Comparison to every page's ``baseline`` hook (None otherwis
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import pkgutil
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +22,7 @@ import pandas as pd
 
 from analysis.compare import Comparison
 from analysis.derived import workload_sets
+from analysis.distinct import per_distinct
 from jobs import workloads
 from jobs.metrics import MetricSet
 from report.charts import Chart
@@ -66,6 +69,22 @@ class Page:
         return f"{self.slug}.html"
 
 
+def per_table(fn: Callable[[pd.DataFrame], Any]) -> Callable[[pd.DataFrame], Any]:
+    """fn(table) computed once for the table being built (pages ask for the same summary in applies, context and
+    charts, and the overview asks again); the result is shared, so callers must not change it."""
+    last: list[Any] = []   # [weak reference to the table, result]
+
+    @functools.wraps(fn)
+    def once(table: pd.DataFrame) -> Any:
+        if last and last[0]() is table:
+            return last[1]
+        out = fn(table)
+        last[:] = [weakref.ref(table), out]
+        return out
+
+    return once
+
+
 def workload_page_applies(workload: str) -> Callable[[pd.DataFrame], bool]:
     """A workload page is built when the table has that workload, or when there is nothing at all yet."""
 
@@ -104,7 +123,15 @@ def numeric(frame: pd.DataFrame, col: str) -> pd.Series:
 def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     """Human label per row from parameter columns, e.g. "tiny-llama · fp32 · 2 cards · batch 4".
 
-    Column by column (no Python per row): a 100,000-row table is labelled in a fraction of a second."""
+    Column by column (no Python per row), once per distinct configuration."""
+    present = [f for f in fields if f in frame]
+    if not len(frame) or not present:
+        return _label(frame, fields)
+    return pd.Series(per_distinct(frame[present], lambda rows: _label(rows, present).tolist()), index=frame.index,
+                     dtype=object)
+
+
+def _label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     out = pd.Series("", index=frame.index, dtype=object)
     for f in fields:
         if f not in frame:

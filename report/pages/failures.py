@@ -25,10 +25,12 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     kinds = (bad.assign(error_type=bad["error_type"].fillna("—") if "error_type" in bad else "—")
              .groupby(["status", "error_type"]).size().sort_values(ascending=False))
     failures = []
-    for _, r in bad.head(MAX_FAILURES).iterrows():
+    first = bad.head(MAX_FAILURES)
+    titles = label(first, [f for f in FIELDS[2:] if f in bad])
+    for (_, r), title in zip(first.iterrows(), titles):
         failures.append({
             "status": _text(r.get("status")) or "unknown",
-            "title": label(bad.loc[[r.name]], list(f for f in FIELDS[2:] if f in bad)).iloc[0],
+            "title": title,
             "point_id": _text(r.get("point_id")), "sweep": _text(r.get("sweep")),
             "error_type": _text(r.get("error_type")), "error_message": _text(r.get("error_message")),
             "log_tail": _text(r.get("log_tail")), "rerun_command": _text(r.get("rerun_command")),

@@ -92,8 +92,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     what its interval supports. Rows the report keeps out of the findings (device_override points, see
     report.overrides) are left out."""
     everything = table
-    if IN_FINDINGS in table:
-        table = table[table[IN_FINDINGS].astype(bool)]
+    if IN_FINDINGS in table and not table[IN_FINDINGS].astype(bool).all():   # else the same table (and its
+        table = table[table[IN_FINDINGS].astype(bool)]                        # summaries, report.pages.per_table)
     ok = table[table["status"].eq("ok")] if "status" in table else table.iloc[0:0]
     override = overrides.finding(everything)
     if ok.empty:

@@ -15,9 +15,9 @@ import pandas as pd
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
-from report.charts import (HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, base_config, fmt_num, interval_text,
+from report.charts import (CONFIG, HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, fmt_num, interval_text,
                            limit_series, records, series_marks, series_note, series_stroke, to_spec)
-from report.pages import Page, by_workload, label, numeric, workload_fields
+from report.pages import Page, by_workload, label, numeric, per_table, workload_fields
 
 EFF = SCALING_EFFICIENCY
 GOOD = 0.8
@@ -49,19 +49,22 @@ def _text(frame: pd.DataFrame, col: str, missing: str) -> pd.Series:
     return frame[col].astype(object).where(frame[col].notna(), missing).astype(str)
 
 
-def _ok(table: pd.DataFrame) -> pd.DataFrame:
+def _ok(table: pd.DataFrame, *also: str) -> pd.DataFrame:
+    """Successful rows with a number of cards (and a number in each column of `also`), in one selection."""
     if table.empty or "cards" not in table:
         return table.iloc[0:0]
-    ok = table[table["status"].astype(str).eq("ok")]
-    return ok[pd.to_numeric(ok["cards"], errors="coerce").notna()]
+    keep = table["status"].astype(str).eq("ok")
+    for col in ("cards", *also):
+        keep &= pd.to_numeric(table[col], errors="coerce").notna()
+    return table[keep]
 
 
+@per_table
 def points(table: pd.DataFrame) -> pd.DataFrame:
     """Successful points with an efficiency, one row per workload × hardware × model × mode × series × cards."""
-    ok = _ok(table)
-    if EFF not in ok or "workload" not in ok:
+    if EFF not in table or "workload" not in table:
         return pd.DataFrame()
-    ok = ok[pd.to_numeric(ok[EFF], errors="coerce").notna()]
+    ok = _ok(table, EFF)
     parts = [_points(rows, ms) for ms, rows in by_workload(ok) if len(rows)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
@@ -80,21 +83,27 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "legend": " · ".join(fields) or "series"})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
     # An interval bound (or n) is unknown (NaN) where any (all) of the points lacks it.
+    keys = ["workload", "hardware", "model", "kind", "series", "legend", "cards"]
     out = (data.assign(lo_na=data["eff_lo"].isna(), hi_na=data["eff_hi"].isna(), n_na=data["n"].isna())
-           .groupby(["workload", "hardware", "model", "kind", "series", "legend", "cards"], sort=True)
+           .groupby(keys, sort=True)
            .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"), eff_lo=("eff_lo", "min"),
                 eff_hi=("eff_hi", "max"), lo_na=("lo_na", "any"), hi_na=("hi_na", "any"), n=("n", "sum"),
-                n_na=("n_na", "all"), threads=("threads", _joined))
+                n_na=("n_na", "all"))
            .reset_index())
     out["eff_lo"] = out["eff_lo"].mask(out.pop("lo_na"))
     out["eff_hi"] = out["eff_hi"].mask(out.pop("hi_na"))
     out["n"] = out["n"].mask(out.pop("n_na"))
+    threads = joined(data, keys, "threads")
+    out["threads"] = threads.astype(object).reindex(pd.MultiIndex.from_frame(out[keys]), fill_value="").to_numpy()
     return out
 
 
-def _joined(values: pd.Series) -> str:
-    """The distinct values of a column as text ('' when none was recorded), e.g. the CPU threads per card."""
-    return ", ".join(fmt_num(v) for v in sorted(values.dropna().unique()))
+def joined(frame: pd.DataFrame, keys: list[str], col: str) -> pd.Series:
+    """Per group of `keys`, the distinct values of `col` as text, e.g. the CPU threads per card '1, 2' (groups
+    where none was recorded are absent). Python runs once per distinct value and per group that has one."""
+    found = frame[[*keys, col]].dropna(subset=[col]).drop_duplicates().sort_values(col, kind="stable")
+    text = found[col].map({v: fmt_num(v) for v in found[col].unique()})
+    return text.groupby([found[k] for k in keys], sort=False).agg(", ".join)
 
 
 def threads_note(d: pd.DataFrame) -> str:
@@ -155,25 +164,26 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
                alt.Tooltip("tput:Q", title=f"median {ms.main.title} ({ms.main.unit})", format=",.4~g"),
                alt.Tooltip("n:Q", title="repeats (n)"), alt.Tooltip("points:Q", title="points")]
     base = alt.Chart()   # the layers inherit the layer's data, so the values are embedded once
-    lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N")
+    lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"))
     dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
     layers = [lines, dots]
     has_ci = d["eff_lo"].notna().any()
     if has_ci:   # the bootstrap interval of each efficiency (analysis.derived)
         layers.insert(0, base.mark_rule(strokeWidth=2, opacity=0.6).encode(
-            x=alt.X("bar_x:Q", scale=cards_scale), y="eff_lo:Q", y2="eff_hi:Q", stroke=series_stroke("series")))
+            x=alt.X("bar_x:Q", scale=cards_scale), y=alt.Y("eff_lo:Q"), y2=alt.Y2("eff_hi:Q"),
+            stroke=series_stroke("series")))
     refs = alt.Data(values=[{"y": 1.0, "label": "ideal 1.0", "dash": False},
                             {"y": GOOD, "label": f"{GOOD:g}", "dash": True}])
-    ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(y="y:Q")
+    ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(
+        y=alt.Y("y:Q"))
     good = alt.Chart(refs).transform_filter("datum.dash").mark_rule(
-        color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y="y:Q")
+        color="#555", strokeDash=[6, 4], strokeWidth=1.5).encode(y=alt.Y("y:Q"))
     texts = alt.Chart(refs).mark_text(align="right", dx=-4, dy=-6, color="#555").encode(
-        x=alt.value(WIDTH), y="y:Q", text="label:N")
-    chart = base_config(alt.layer(ideal, good, texts, *layers, data=alt.Data(values=values)).properties(
-        width=WIDTH, height=HEIGHT,
-        title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card"
-                                    + ("; bars: 95% bootstrap interval" if has_ci else "")
-                                    + f"; solid: ideal 1.0; dashed: {GOOD:g}")))
+        x=alt.value(WIDTH), y=alt.Y("y:Q"), text=alt.Text("label:N"))
+    chart = alt.layer(ideal, good, texts, *layers, data=alt.Data(values=values), width=WIDTH, height=HEIGHT,
+                      title=alt.Title(t, subtitle=f"efficiency = {formula} against the same point on 1 card"
+                                                  + ("; bars: 95% bootstrap interval" if has_ci else "")
+                                                  + f"; solid: ideal 1.0; dashed: {GOOD:g}"), config=CONFIG)
     summary = (f"at {top} cards: best {fmt_num(b['eff'])} ({b['series']}{_interval(b)})"
                + (f", worst {fmt_num(w['eff'])} ({w['series']}{_interval(w)})" if len(at) > 1 else "")
                + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + _superlinear(d)
@@ -223,7 +233,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
                "no multi-card point has a 1-card point with otherwise equal parameters, so no efficiency is "
                "defined" if n_orphans == len(multi) else "")
     if n_orphans and "cpu_threads_per_rank" in ok:   # analysis.derived pairs only equal per-card threads
-        by_cards = ok.groupby(ok["cards"].astype(int))["cpu_threads_per_rank"].agg(_joined)
+        by_cards = joined(ok.assign(cards=ok["cards"].astype(int)), ["cards"], "cpu_threads_per_rank")
+        by_cards = by_cards.reindex(sorted(ok["cards"].astype(int).unique()), fill_value="")
         if by_cards.nunique() > 1:
             message = " ".join(filter(None, [message and message + ".", "CPU threads per card differ between card "
                                "counts (" + "; ".join(f"{t} on {c} card{'s' if c != 1 else ''}"

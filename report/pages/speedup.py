@@ -14,7 +14,7 @@ from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import SPEEDUP
 from report.overrides import IN_FINDINGS
-from report.pages import MAX_ROWS, Page, by_workload, label, numeric, workload_fields
+from report.pages import MAX_ROWS, Page, by_workload, label, numeric, per_table, workload_fields
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
@@ -26,6 +26,7 @@ def chart_id(workload: str, family: str) -> str:
     return f"speedup-{anchor(workload, family)}"
 
 
+@per_table
 def pairs(table: pd.DataFrame) -> pd.DataFrame:
     """Successful rows with a finite speedup, plus pair label, series label and the previous main throughput."""
     need = ["hardware", "hardware_previous", SPEEDUP, "workload"]
@@ -90,8 +91,8 @@ def charts(table: pd.DataFrame) -> list[Chart]:
         has_ci = d["lo"].notna().any()
         if has_ci:   # the bootstrap interval of each speedup (analysis.derived)
             layers.append(base.mark_rule(color="#000", strokeWidth=1.5).encode(
-                x=x, xOffset=offset, y="lo:Q", y2="hi:Q", tooltip=tooltip))
-        one = alt.Chart(alt.Data(values=[{"y": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y="y:Q")
+                x=x, xOffset=offset, y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"), tooltip=tooltip))
+        one = alt.Chart(alt.Data(values=[{"y": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y=alt.Y("y:Q"))
         chart = base_config(alt.layer(*layers, one, data=alt.Data(values=values)).properties(
             width=WIDTH, height=HEIGHT,
             title=alt.Title(t, subtitle="one bar per point" + ("; black bars: 95% bootstrap interval" if has_ci else "")

@@ -12,7 +12,7 @@ import pandas as pd
 from analysis import references
 from jobs import experiment, workloads
 from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, fmt_num, records, to_spec
-from report.pages import MAX_ROWS, Page, label
+from report.pages import MAX_ROWS, Page, label, per_table
 
 
 @functools.cache
@@ -27,6 +27,7 @@ def _study(name: str) -> references.Study:
     return references.Study(**{**s.__dict__, "load": functools.partial(published, name)})
 
 
+@per_table
 def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], references.Study, pd.DataFrame]]:
     """(preset, study, compare_study rows) for every preset whose study matches a measured point."""
     out = []
@@ -75,7 +76,7 @@ def charts(table: pd.DataFrame) -> list[Chart]:
                 y=alt.Y("measured:Q", title=f"Measured {metric}, median ({unit})", scale=alt.Scale(zero=True)),
                 color=color("model", "model"), shape=alt.Shape("hardware:N"), tooltip=tooltip)
             same = alt.Chart(alt.Data(values=[{"x": 0, "y": 0}, {"x": top, "y": top}])).mark_line(
-                color="#555", strokeDash=[6, 4]).encode(x="x:Q", y="y:Q")
+                color="#555", strokeDash=[6, 4]).encode(x=alt.X("x:Q"), y=alt.Y("y:Q"))
             subtitle = "one mark per matched configuration and published engine; dashed: measured = published"
             spec = to_spec(base_config(alt.layer(same, points).properties(
                 width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))))

@@ -11,8 +11,8 @@ import pandas as pd
 
 from analysis import references
 from report import overrides
-from report.charts import (HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num, limit_series,
-                           records, series_stroke, series_marks, series_note, spread_text, to_spec)
+from report.charts import (CONFIG, HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num,
+                           limit_series, records, series_stroke, series_marks, series_note, spread_text, to_spec)
 from report.pages import Page, label, rows_for, split_fields, workload_page_applies
 
 WORKLOAD = "inference"
@@ -78,7 +78,8 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
         varying, fixed = split_fields(sub, fields)
         data = sub.groupby([*fields, "batch_size"], dropna=False, sort=True).agg(
             tput=(TPUT, "median"), p10=(f"{TPUT}_p10", "min"), p90=(f"{TPUT}_p90", "max"),
-            n=(f"{TPUT}_n", lambda v: v.sum(min_count=1)), points=(TPUT, "size")).reset_index()
+            n=(f"{TPUT}_n", "sum"), n_known=(f"{TPUT}_n", "count"), points=(TPUT, "size")).reset_index()
+        data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
         data["series"] = label(data, varying) if varying else "all points"
         legend = " · ".join(varying) or "series"
         keep = ["series", "batch_size", "tput", "p10", "p90", "n", "points"]
@@ -98,9 +99,9 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                    alt.Tooltip("n:Q", title="repeats (n)")]
         marks = series_marks("series", legend)
         base = alt.Chart()   # the layers inherit the values from alt.layer below, embedded once
-        lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N")
+        lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"))
         dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
-        band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y="p10:Q", y2="p90:Q",
+        band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
                                                                  stroke=series_stroke("series"), tooltip=tooltip)
         layers = [band, lines, dots]
         pub = pub_all[pub_all["hardware"].astype(str).str.lower().eq(hw.lower())] if len(pub_all) else pub_all
@@ -117,7 +118,7 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
             # black and greys on their own stroke scale: the series keep colour + shape and one legend
             layers.append(alt.Chart(alt.Data(values=records(pdata))).mark_point(
                 shape="diamond", filled=False, size=90, strokeWidth=2).encode(
-                x=x, y="tput:Q",
+                x=x, y=alt.Y("tput:Q"),
                 stroke=alt.Stroke("published:N", title="published reference",
                                   legend=alt.Legend(labelLimit=360, symbolType="diamond"),
                                   scale=alt.Scale(range=["#000000", "#777777", "#444444", "#aaaaaa"])),
@@ -126,11 +127,10 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
                          alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
                          alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")]))
             subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
-        chart = alt.layer(*layers, data=alt.Data(values=records(data))).properties(
-            width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))
-        if len(pub):   # the published marks have their own stroke colours and legend
-            chart = chart.resolve_scale(stroke="independent")
-        chart = base_config(chart)
+        # the published marks have their own stroke colours and legend
+        resolve = alt.Resolve(scale=alt.ScaleResolveMap(stroke="independent")) if len(pub) else alt.Undefined
+        chart = alt.layer(*layers, data=alt.Data(values=records(data)), width=WIDTH, height=HEIGHT,
+                          title=alt.Title(t, subtitle=subtitle), resolve=resolve, config=CONFIG)
         summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
                    f"{int(best['batch_size'])}{_spread(best)}; "
                    f"{total} series, {n_points} points." + series_note(shown, total)
@@ -158,8 +158,9 @@ def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]
                       else float("nan") for s in ("p10", "p90", "n")})
     varying, fixed = split_fields(ok, fields)
     data = ok.groupby(["hardware", *fields, x], dropna=False, sort=True).agg(
-        value=("value", "median"), p10=("p10", "min"), p90=("p90", "max"),
-        n=("n", lambda v: v.sum(min_count=1))).reset_index()
+        value=("value", "median"), p10=("p10", "min"), p90=("p90", "max"), n=("n", "sum"),
+        n_known=("n", "count")).reset_index()
+    data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
     data["series"] = label(data, varying) if varying else "all points"
     data["legend"] = " · ".join(varying) or "series"
     data["fixed"] = fixed
@@ -182,10 +183,11 @@ def _faceted(data: pd.DataFrame, x: alt.X, y: alt.Y, tooltip: list, extra: dict 
     tooltip = [*tooltip, alt.Tooltip("p10:Q", format=".4~g"), alt.Tooltip("p90:Q", format=".4~g"),
                alt.Tooltip("n:Q", title="repeats (n)")]
     base = alt.Chart()
-    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail="series:N", **(extra or {})),
+    layers = [base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"),
+                                      **(extra or {})),
               base.mark_point(size=50, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)]
     if data["p10"].notna().any():
-        layers.insert(0, base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2="p90:Q",
+        layers.insert(0, base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
                                                                            stroke=series_stroke("series")))
     else:
         subtitle = subtitle.replace("; bars: p10–p90 over the repeats", "")

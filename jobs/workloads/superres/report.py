@@ -119,7 +119,7 @@ def efficiency_chart(table: pd.DataFrame) -> Chart:
         strokeDash=alt.StrokeDash("source:N", title="source", scale=alt.Scale(domain=SOURCES,
                                                                               range=[[1, 0], [1, 0], [6, 4]])),
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("cards:Q"), alt.Tooltip("value:Q", format=".3f")])
-    ideal = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y="y:Q")
+    ideal = alt.Chart(alt.Data(values=[{"y": 1}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(y=alt.Y("y:Q"))
     spec = to_spec(base_config(alt.layer(ideal, line).properties(width=WIDTH, height=300, title=alt.Title(
         t, subtitle="strong: T(1) / (N·T(N)); weak: X(N) / (N·X(1)); the same code for measured and published"))))
     return Chart(cid, t, f"{data['series'].nunique()} series; dashed rule: ideal.", spec)
