@@ -1,4 +1,4 @@
-"""python -m analysis.aggregate RUNS... [--out DIR]: records -> results.parquet and results.csv.gz.
+"""python -m analysis.aggregate RUNS... [--out DIR] [--csv]: records -> results.parquet (and results.csv.gz).
 
 One row per point: its parameters, each metric's median (named as the
 metric) with _p10/_p90/_p99/_n beside it (and, for the main metric, the interval of
@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
+import multiprocessing
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -91,6 +93,7 @@ def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
 
 CACHE = ".aggregate-cache.parquet"   # per sweep directory: the rows of the records read, with each file's stat
 BATCH = 2000                          # records read into one columnar batch
+POOL_CHUNKS = 4                       # batches from which reading them is spread over the cores
 _STAT = ("_path", "_size", "_mtime_ns")
 
 
@@ -149,18 +152,12 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
         changed, have = True, set()
     batches = [cached] if cached is not None and cached.num_rows else []
     todo = [p for p in stat if p not in have]
-    for i in range(0, len(todo), BATCH):
-        rows = []
-        for path in todo[i:i + BATCH]:
-            rec, why = read_valid(path)
-            if rec is None:
-                print(f"warning: skipping {path}: {why}", file=sys.stderr)
-                invalid.append(invalid_row(Path(path), why))
-                continue
-            size, mtime = stat[path]
-            rows.append({**flatten(rec), "_path": path, "_size": size, "_mtime_ns": mtime})
-        if rows:
-            batches.append(_arrow(rows))
+    for rows, bad in _read([[(p, *stat[p]) for p in todo[i:i + BATCH]] for i in range(0, len(todo), BATCH)]):
+        for path, why in bad:
+            print(f"warning: skipping {path}: {why}", file=sys.stderr)
+            invalid.append(invalid_row(Path(path), why))
+        if rows is not None:
+            batches.append(rows)
     if not batches:
         return pa.table({k: [] for k in _STAT})
     table = pa.concat_tables(batches, promote_options="permissive")
@@ -174,6 +171,33 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
         except OSError as exc:   # a read-only copy of a sweep: aggregate all the same, without a cache
             print(f"warning: no aggregate cache in {sweep}: {exc}", file=sys.stderr)
     return table
+
+
+def _read(chunks: list[list[tuple[str, int, int]]]) -> Iterable[tuple[pa.Table | None, list[tuple[str, str]]]]:
+    """_read_chunk of each chunk, in order: in a pool of one process per core when there are many chunks (reading,
+    checking and flattening a record is Python work of a few tenths of a millisecond: 100,000 of them take one
+    core tens of seconds), else here."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    # Forked workers start at once with what is imported; only from a single-threaded process (fork copies other
+    # threads' locks held) and on Linux (macOS's libraries are not fork-safe). spawn would re-run the caller's
+    # __main__ script in each worker.
+    if len(chunks) < POOL_CHUNKS or cores < 2 or threading.active_count() > 1 or not sys.platform.startswith("linux"):
+        yield from map(_read_chunk, chunks)
+        return
+    with ProcessPoolExecutor(min(cores, len(chunks)), mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(_read_chunk, chunks)
+
+
+def _read_chunk(chunk: list[tuple[str, int, int]]) -> tuple[pa.Table | None, list[tuple[str, str]]]:
+    """(the flattened rows of the valid records among (path, size, mtime), the (path, why) of the others)."""
+    rows, bad = [], []
+    for path, size, mtime in chunk:
+        rec, why = read_valid(path)
+        if rec is None:
+            bad.append((path, why))
+        else:
+            rows.append({**flatten(rec), "_path": path, "_size": size, "_mtime_ns": mtime})
+    return (_arrow(rows) if rows else None), bad
 
 
 def _point(path: str) -> str:
@@ -299,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.aggregate", description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", default=["runs"], help="sweep or runs directories (default: runs)")
     ap.add_argument("--out", type=Path, help="where to write results.parquet (default: the first directory)")
+    ap.add_argument("--csv", action="store_true", help="also write results.csv.gz (the report's site has one too: "
+                                                       "site/data/results.csv.gz)")
     ap.add_argument("--allow-empty", action="store_true", help="write an empty table when no record is found "
                                                                "(default: an error, exit status 2)")
     args = ap.parse_args(argv)
@@ -313,12 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no records found under {', '.join(map(str, args.runs))} (looked for points/*/{RECORD_NAME} and "
                  f"*/points/*/{RECORD_NAME}); --allow-empty writes an empty table")
     try:
-        parquet, csv = write_table(table, out)
+        written = write_table(table, out, csv=args.csv)
     except files.WriteFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     counts = table["status"].value_counts().to_dict()
-    print(f"{len(table)} point(s) ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}) -> {parquet}, {csv}")
+    print(f"{len(table)} point(s) ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))}) -> "
+          f"{', '.join(map(str, written))}")
     return 0
 
 

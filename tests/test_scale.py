@@ -119,3 +119,45 @@ def test_status_reads_only_the_records_the_aggregate_cache_lacks(tmp_path, monke
     assert sorted(read) == sorted(ids[:3])   # the two unchanged records come from the cache
     assert after == [(before[0][0], "oom", "synthetic failure"), *before[1:]]
     assert (sweep / CACHE).is_file()
+
+
+def test_records_read_in_worker_processes_give_the_same_table(tmp_path, monkeypatch):
+    """Reading spread over forked workers (many records) gives the table read here, invalid records included."""
+    import threading
+
+    from analysis import aggregate as ag
+
+    sweep = tmp_path / "s"
+    _write(sweep, n=9, failed={2})
+    (sweep / "points" / "broken").mkdir()
+    (sweep / "points" / "broken" / "record.json").write_text("{not json")
+    monkeypatch.setattr(ag, "BATCH", 2)
+    monkeypatch.setattr(ag, "CACHE", "no-cache-here/x.parquet")   # unwritable: every call reads every record
+    tables = {}
+    for pool in (False, True):
+        monkeypatch.setattr(ag, "POOL_CHUNKS", 1 if pool else 10**9)
+        forked = []
+        monkeypatch.setattr(ag, "ProcessPoolExecutor", lambda *a, _f=forked, **k: _f.append(a) or _Pool(*a, **k))
+        tables[pool] = ag.aggregate([sweep])
+        assert bool(forked) == (pool and threading.active_count() == 1 and ag.sys.platform.startswith("linux"))
+    pd.testing.assert_frame_equal(tables[True], tables[False], check_exact=True)
+    assert (tables[True]["status"] == "invalid").sum() == 1 and len(tables[True]) == 10
+
+
+def _Pool(*args, **kwargs):
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(*args, **kwargs)
+
+
+def test_aggregate_command_writes_the_csv_only_when_asked(tmp_path, capsys):
+    from analysis.aggregate import main
+
+    sweep = tmp_path / "s"
+    _write(sweep, n=2)
+    assert main([str(sweep)]) == 0 and (sweep / "results.parquet").is_file()
+    assert not (sweep / "results.csv.gz").exists()
+    assert main([str(sweep), "--csv"]) == 0
+    table = pd.read_parquet(sweep / "results.parquet")
+    assert list(pd.read_csv(sweep / "results.csv.gz")["point_id"]) == list(table["point_id"])
+    assert "results.csv.gz" in capsys.readouterr().out
