@@ -7,6 +7,7 @@ other ranks leave their traceback beside it for rank 0 to include.
 from __future__ import annotations
 
 import math
+import signal
 import socket
 import sys
 import traceback
@@ -149,6 +150,46 @@ def run_points(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any
     finally:
         worker.close()
     return out
+
+
+def run_task(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any] | None = None,
+             limit_s: float | None = None, runner=run_points) -> list[str]:
+    """A Slurm array task of several points: `runner` (run_points) in a child process, so that a crash (a
+    segfault, the kernel's OOM killer) costs only the point it hit, as in a local sweep: that point gets a failed
+    record saying so and a new child takes the task's other points. Returns the statuses of those that have a
+    record. Run in this process instead: several ranks (they run together) and points that checkpoint (submitit's
+    requeue acts on this process). A child ended by a signal from outside (SIGTERM, SIGINT: cancelled, preempted,
+    the time limit) ends the task; the report job records what is left (jobs.status.record_ended)."""
+    if len(specs) < 2 or _job_env()[1] > 1 or any(requeues(s) for s in specs):
+        return runner(specs, sweep_dir, owner, limit_s)
+    import multiprocessing
+
+    start, left = records.now(), list(specs)
+    while left:
+        # spawn: this process (submitit's) may hold threads and device state a fork would copy
+        child = multiprocessing.get_context("spawn").Process(target=runner, args=(left, sweep_dir, owner, limit_s),
+                                                              name="accelsweep-worker")
+        child.start()
+        print(f"[accelsweep] worker pid {child.pid}: {len(left)} point(s) of this task", flush=True)
+        child.join()
+        pending = [s for s in left if _recorded(s, sweep_dir, start) is None]
+        if not pending or child.exitcode in (-signal.SIGTERM, -signal.SIGINT):
+            break
+        crashed, left = pending[0], pending[1:]
+        how = f"signal {signal.Signals(-child.exitcode).name}" if child.exitcode < 0 else f"exit code {child.exitcode}"
+        print(f"[accelsweep] point {crashed['point_id']}: its worker died ({how}); "
+              f"{len(left)} point(s) left go to a new worker", file=sys.stderr, flush=True)
+        failure_record(crashed, sweep_dir, status="failed", start_time=start, error=records.error_info(
+            type_="WorkerDied", message=f"the worker process died ({how}) while running this point; the task's "
+                                        "other points ran in a new worker"))
+    return [rec["status"] for s in specs if (rec := _recorded(s, sweep_dir, start)) is not None]
+
+
+def _recorded(spec: dict[str, Any], sweep_dir: str, since: str) -> dict[str, Any] | None:
+    """The point's record if it was written since `since` (this task's start)."""
+    path = records.record_path(Path(sweep_dir) / "points", spec["point_id"])
+    rec = records.read_record(path) if path.exists() else None
+    return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= since else None
 
 
 def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:

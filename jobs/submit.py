@@ -234,7 +234,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
     the same command sends them later). The report job runs after this run's arrays and `active_jobs` (those
     of earlier runs still queued or running) and replaces the `superseded` report jobs still pending.
     Returns the refusals."""
-    from jobs.point import job_function, run_points
+    from jobs.point import job_function, run_task
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
@@ -263,11 +263,11 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
                     if k == 1:
                         tasks = slurm.submit_group(job_function(specs), [(s, str(sweep_dir)) for s in specs],
                                                    pts[0].resources, name, sweep_dir, cluster)
-                    else:   # each array task: a shared worker for its points; the manifest has each point's task
+                    else:   # each array task: a shared worker for its points (a new one after a crash)
                         chunks = by_task(specs, k)
                         limit_s = pts[0].resources.time_min * 60
                         per_task = slurm.submit_group(
-                            job_function(specs, run_points), [(c, str(sweep_dir), None, limit_s) for c in chunks],
+                            job_function(specs, run_task), [(c, str(sweep_dir), None, limit_s) for c in chunks],
                             task_resources(pts[0].resources, by_task(pts, k)), name, sweep_dir, cluster)
                         tasks = [t for t, c in zip(per_task, chunks, strict=True) for _ in c]
                 except slurm.SlurmError as exc:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from jobs import plan, records, workloads
-from jobs.point import run_points
+from jobs.point import run_points, run_task
 from jobs.schedulers import local
 
 RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
@@ -192,7 +192,7 @@ def test_slurm_array_tasks_of_several_points_and_their_exact_states(make_cfg, tm
                                limits=slurm.Limits(max_array_size=2, max_submit_jobs=None)) == []
     # 7 points, 3 per task: tasks of 3, 3 and 1; MaxArraySize=2 tasks: two arrays (6 points, then 1)
     assert [[len(specs) for specs, *_ in args] for fn, args, r in sent] == [[3, 3], [1]]
-    assert all(fn is run_points for fn, _, _ in sent)
+    assert all(fn is run_task for fn, _, _ in sent)
     assert sent[0][2].time_min == 3 * base.resources.time_min and sent[1][2].time_min == base.resources.time_min
     tasks = {pid: sub["task"] for pid, sub in Manifest.load(tmp_path).latest().items()}
     assert list(tasks.values()) == ["101_0"] * 3 + ["101_1"] * 3 + ["102_0"]
@@ -231,3 +231,26 @@ def test_a_worker_that_returns_early_leaves_the_rest_to_a_new_one(tmp_path, monk
     # (this fake runs one point per worker), then d to worker 3
     assert status == {"a" * 12: "ok", "b" * 12: "failed", "c" * 12: "ok", "d" * 12: "ok"}
     assert [j.ran for j in jobs] == [["a" * 12], ["c" * 12], ["d" * 12]]
+
+
+def _crashing_runner(specs, sweep_dir, owner, limit_s):
+    """run_task's runner in its child: an ok record per point; the point named 'bbb…' kills the process."""
+    import os
+    import signal
+
+    for spec in specs:
+        if spec["point_id"] == "b" * 12:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        _Job([spec], sweep_dir, crash=())
+
+
+def test_a_slurm_task_whose_worker_crashes_runs_its_other_points_in_a_new_one(tmp_path):
+    """An array task of several points (cluster.points_per_task): the point that crashed its worker gets a failed
+    record naming the signal, the task's other points run in a new worker."""
+    specs = [_point(c * 12).spec() for c in "abc"]
+    statuses = run_task(specs, str(tmp_path), None, None, runner=_crashing_runner)
+    recs = {s["point_id"]: records.read_record(records.record_path(tmp_path / "points", s["point_id"]))
+            for s in specs}
+    assert statuses == ["ok", "failed", "ok"] and [r["status"] for r in recs.values()] == statuses
+    error = recs["b" * 12]["error"]
+    assert error["type"] == "WorkerDied" and "SIGSEGV" in error["message"]

@@ -443,3 +443,22 @@ def _squeue(job: str) -> str:
     """'STATE REASON' of a queued or running job, '' once it left the queue."""
     return subprocess.run(["squeue", "-h", "-j", job, "-o", "%T %r"], capture_output=True, text=True,
                           check=False).stdout.strip()
+
+
+def test_several_points_per_array_task_run_in_a_worker_of_the_task(site):
+    """cluster.points_per_task=2: three points in two array tasks; a task of two runs them in a worker process of
+    its own (jobs.point.run_task: a crash would cost only its point), and every point has its ok record."""
+    proc = sweep(site, "-m", "cluster=localslurm", "cluster.points_per_task=2", "workload.batch_size=21,22,23",
+                 "sweep.name=pertask", "sweep.wait=true")
+    sweep_dir = site[0] / "runs/pertask"
+    from jobs.manifest import Manifest
+    from jobs.schedulers import slurm
+
+    tasks = {pid: sub["task"] for pid, sub in Manifest.load(sweep_dir).latest().items()}
+    assert len(tasks) == 3 and len(set(tasks.values())) == 2, proc.stdout
+    assert {r["state"] for r in status(site, "pertask").values()} == {"ok"}
+    for task in set(tasks.values()):   # each point's start and record lines, printed by the task's worker
+        log = slurm.log_paths(sweep_dir, task)[0].read_text()
+        mine = [pid for pid, t in tasks.items() if t == task]
+        assert ("[accelsweep] worker pid " in log) == (len(mine) > 1), log   # one point: no worker needed
+        assert all(f"point {pid}: ok" in log for pid in mine), log
