@@ -172,7 +172,7 @@ def run_task(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any] 
         child.start()
         print(f"[accelsweep] worker pid {child.pid}: {len(left)} point(s) of this task", flush=True)
         child.join()
-        pending = [s for s in left if _recorded(s, sweep_dir, start) is None]
+        pending = [s for s in left if records.written_since(sweep_dir, s["point_id"], start) is None]
         if not pending or child.exitcode in (-signal.SIGTERM, -signal.SIGINT):
             break
         crashed, left = pending[0], pending[1:]
@@ -182,14 +182,8 @@ def run_task(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any] 
         failure_record(crashed, sweep_dir, status="failed", start_time=start, error=records.error_info(
             type_="WorkerDied", message=f"the worker process died ({how}) while running this point; the task's "
                                         "other points ran in a new worker"))
-    return [rec["status"] for s in specs if (rec := _recorded(s, sweep_dir, start)) is not None]
-
-
-def _recorded(spec: dict[str, Any], sweep_dir: str, since: str) -> dict[str, Any] | None:
-    """The point's record if it was written since `since` (this task's start)."""
-    path = records.record_path(Path(sweep_dir) / "points", spec["point_id"])
-    rec = records.read_record(path) if path.exists() else None
-    return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= since else None
+    return [rec["status"] for s in specs
+            if (rec := records.written_since(sweep_dir, s["point_id"], start)) is not None]
 
 
 def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:

@@ -40,6 +40,12 @@ def record_path(points_dir: Path, point_id: str) -> Path:
     return Path(points_dir) / point_id / RECORD_NAME
 
 
+def written_since(sweep_dir: Path | str, point_id: str, since: str) -> dict[str, Any] | None:
+    """The point's record if it was written by a run that started at `since` or later (a start_time), else None."""
+    rec = read_record(record_path(Path(sweep_dir) / "points", point_id))
+    return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= since else None
+
+
 def record_stats(sweep_dir: Path) -> dict[str, tuple[int, int]]:
     """Point id -> (size, mtime_ns) of its record file under sweep_dir/points, sorted by id: one stat per record,
     no file read."""

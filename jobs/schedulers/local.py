@@ -100,13 +100,6 @@ def _ran(job) -> int | None:
     return len(result) if isinstance(result, list) else None
 
 
-def _fresh(point: Point, sweep_dir: Path) -> dict | None:
-    """The point's record if this run wrote it."""
-    path = records.record_path(sweep_dir / "points", point.point_id)
-    rec = records.read_record(path) if path.exists() else None
-    return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= point.submitted else None
-
-
 def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, started=None) -> dict[str, str]:
     """Run every point on this machine, at most `max_parallel` workers at once; point id -> status.
     `started(points of each running worker)`, if given, is called each time a worker process has started.
@@ -159,7 +152,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     def recorded(w: _Running, progress) -> None:
         """Settle the points of `w` that have their record (a worker runs its points in order)."""
-        while w.points and (rec := _fresh(w.points[0], sweep_dir)) is not None:
+        while w.points and (rec := records.written_since(sweep_dir, (p := w.points[0]).point_id,
+                                                         p.submitted)) is not None:
             now = time.monotonic()
             done(w.points.pop(0), rec["status"], now - w.t0, progress)
             w.t0 = now
