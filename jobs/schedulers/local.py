@@ -36,9 +36,7 @@ def _logs(job) -> str:
 
 def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: bool = False) -> str:
     """The point's status once its job ended; writes a record if the job left none (never over a newer one)."""
-    path = records.record_path(sweep_dir / "points", point.point_id)
-    rec = records.read_record(path)
-    if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= point.submitted:
+    if (rec := records.written_since(sweep_dir, point.point_id, point.submitted)) is not None:
         return rec["status"]
     limit_s = point.resources.time_min * 60
     status = "cancelled" if cancelled else "timeout" if elapsed_s >= limit_s else "failed"
