@@ -95,13 +95,8 @@ def measure(cfg: dict[str, Any], ctx, seqs: list[list[int]]) -> train.Measured:
     model = build_causal_lm(cfg["model"], getattr(torch, cfg["precision"]["dtype"]), "cpu", seed=cfg["seed"])
     model.config.use_cache = False
     if wl["method"] == "lora":
-        import peft
-
-        lora = wl["lora"]
-        model = peft.get_peft_model(model, peft.LoraConfig(
-            r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-            target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM"))
-        model = model.to(getattr(torch, cfg["precision"]["dtype"]))   # the adapters too, as run_lora_clm does
+        # the adapters in the model's dtype too, as run_lora_clm does
+        model = train.with_lora(model, wl).to(getattr(torch, cfg["precision"]["dtype"]))
     out_dir = (ctx.workdir or Path.cwd()) / "checkpoint"
     saved = _load_state(out_dir) if wl["checkpoint_every"] else None
     last = get_last_checkpoint(str(out_dir)) if saved and out_dir.is_dir() else None
@@ -119,7 +114,7 @@ def measure(cfg: dict[str, Any], ctx, seqs: list[list[int]]) -> train.Measured:
                   gaudi_config=GaudiConfig(**gaudi_config()))
     ctx.device.synchronize()
     trained = trainer.model_wrapped if trainer.model_wrapped is not None else trainer.model
-    total = sum(p.numel() for p in model.parameters())
+    total, trainable, total_bytes = train.param_counts(model)
     if ctx.rank == 0 and wl["checkpoint_every"]:   # measured to the end: a later run starts afresh
         import shutil
 
@@ -127,9 +122,7 @@ def measure(cfg: dict[str, Any], ctx, seqs: list[list[int]]) -> train.Measured:
     return train.Measured(
         timed=steps.timed, done=steps.step, requeues=steps.requeues, resumed=steps.resumed,
         shard=ctx.gather(train.local_param_bytes(trained)), peak_mem=ctx.gather(ctx.device.peak_memory_bytes()),
-        strategy=strategy(cfg), total_params=total,
-        trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
-        total_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+        strategy=strategy(cfg), total_params=total, trainable_params=trainable, total_bytes=total_bytes,
         info={"trainer": "optimum-habana GaudiTrainer",
               "gaudi_args": json.dumps({k: v for k, v in args.items() if k not in ("output_dir", "deepspeed")})})
 

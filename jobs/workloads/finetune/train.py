@@ -17,6 +17,8 @@ import torch
 
 from jobs.models import build_causal_lm
 
+from . import strategy
+
 ATTENTION = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
 
 
@@ -71,26 +73,37 @@ def deepspeed_config(wl: dict[str, Any], dtype: str) -> dict[str, Any]:
             "steps_per_print": 1 << 30, "wall_clock_breakdown": False}
 
 
+def with_lora(model, wl: dict[str, Any]):
+    """The model with the point's LoRA adapters (peft) where workload.method=lora, else the model itself."""
+    if wl["method"] != "lora":
+        return model
+    import peft
+
+    lora = wl["lora"]
+    return peft.get_peft_model(model, peft.LoraConfig(
+        r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+        target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM"))
+
+
+def param_counts(model) -> tuple[int, int, int]:
+    """(parameters, trainable parameters, bytes of the parameters) of the whole, unsharded model."""
+    params = list(model.parameters())
+    return (sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad),
+            sum(p.numel() * p.element_size() for p in params))
+
+
 class Trainer:
     def __init__(self, cfg: dict[str, Any], ctx):
         wl = cfg["workload"]
         self.wl, self.ctx, self.device = wl, ctx, ctx.device
-        self.strategy = wl["strategy"] if cfg["cards"] > 1 else "none"
+        self.strategy = strategy(cfg)
         dtype = getattr(torch, cfg["precision"]["dtype"])
         model = build_causal_lm(cfg["model"], dtype, ctx.device.torch_device, seed=cfg["seed"])
         model.set_attn_implementation(ATTENTION[wl["attention"]])
         model.config.use_cache = False
         model.train()
-        if wl["method"] == "lora":
-            import peft
-
-            lora = wl["lora"]
-            model = peft.get_peft_model(model, peft.LoraConfig(
-                r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-                target_modules=list(lora["target_modules"]), task_type="CAUSAL_LM"))
-        self.total_params = sum(p.numel() for p in model.parameters())
-        self.total_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-        self.trainable_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        model = with_lora(model, wl)
+        self.total_params, self.trainable_params, self.total_bytes = param_counts(model)
         self.engine = None
         if self.strategy == "ddp":
             from torch.nn.parallel import DistributedDataParallel
