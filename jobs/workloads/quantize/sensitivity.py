@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from jobs import files
 
 from .fakequant import Unit, applied
 
@@ -34,9 +35,7 @@ def cached(model_dir: str | None, wl: dict[str, Any], measure: Callable[[], dict
         return json.loads(path.read_text()), True
     smap = measure()
     if write:
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(smap))
-        tmp.replace(path)
+        files.write_text(path, json.dumps(smap))
     return smap, False
 
 
