@@ -237,7 +237,7 @@ def cached_columns(sweep: Path, stats: dict[str, tuple[int, int]], columns: list
     data = table.to_pydict()
     out = {}
     for i, (path, size, mtime) in enumerate(zip(data["_path"], data["_size"], data["_mtime_ns"])):
-        pid = os.path.basename(os.path.dirname(path))
+        pid = _point(path)
         if stats.get(pid) == (size, mtime):
             out[pid] = tuple(data[c][i] if c in data else None for c in columns)
     return out

@@ -179,10 +179,9 @@ SR3_METRICS = ("images_per_s", "train_minutes", "scaling_efficiency", "speedup_v
 
 def hardware_previous() -> dict[str, str | None]:
     """hardware -> its previous generation, from the shipped hardware files."""
-    import yaml
+    from jobs.cluster import catalogue
 
-    files = (Path(__file__).resolve().parents[1] / "hydra_conf" / "hardware").glob("*.yaml")
-    return {f.stem: yaml.safe_load(f.read_text()).get("previous") for f in files}
+    return {name: hw.get("previous") for name, hw in catalogue().items()}
 
 
 def load_sr3(directory: Path | str = REFERENCES) -> pd.DataFrame:
