@@ -120,9 +120,7 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
-    k = points_per_task(cluster, groups)
-    send, held = fit(task_order(groups, k), _scaled(_room(limits, report=True), k))
-    planned = arrays(send, _scaled(limits.max_array_size, k))
+    k, planned, held = plan_arrays(groups, cluster, limits, report=True)
     for key, pts in groups.items():
         mine = [(name, chunk) for g, name, chunk in planned if g == key or g.startswith(key + "-")]
         split = f", split at MaxArraySize={limits.max_array_size}" if len(mine) > 1 else ""
@@ -224,6 +222,14 @@ def deferred_interrupts():
             raise KeyboardInterrupt(f"signal {caught[0]} during submission")
 
 
+def plan_arrays(groups: dict[str, list[Point]], cluster: dict[str, Any], limits, *, report: bool):
+    """(points per array task, the arrays to send as (key, name, points), the points the submit limit holds back
+    by group): what a dry run shows and a submission sends."""
+    k = points_per_task(cluster, groups)
+    send, held = fit(task_order(groups, k), _scaled(_room(limits, report=report), k))
+    return k, arrays(send, _scaled(limits.max_array_size, k)), held
+
+
 def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str, Any], manifest: Manifest,
                  entry: dict, *, report: bool, limits=None, active_jobs: list[str] = (),
                  superseded: list[str] = ()) -> list[str]:
@@ -238,9 +244,7 @@ def submit_slurm(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[
     from jobs.schedulers import slurm
 
     limits = limits or slurm.Limits()
-    k = points_per_task(cluster, groups)
-    send, held = fit(task_order(groups, k), _scaled(_room(limits, report=report), k))
-    planned = arrays(send, _scaled(limits.max_array_size, k))
+    k, planned, held = plan_arrays(groups, cluster, limits, report=report)
     for key, name, pts in planned:
         manifest.add_group(entry, key, pts, submitted=None, name=name, save=False,
                            not_sent="the submission stopped before this array was sent; the same command sends it")
