@@ -110,6 +110,10 @@ SCHEMA: dict[str, Any] = {
     "device_override": Str(null=True, choices=DEVICES),
     "dry_run": Bool(),
     "force": Bool(),
+    "accelerator_defaults": {   # jobs.defaults: what inference on an accelerator measures when the command is silent
+        "enabled": Bool(), "model": Str(), "model_init": Str(choices=("random", "pretrained")), "precision": Strs(),
+        "batch_size": Key("list", items=Int(min=1)), "shape": Strs(),
+    },
     "sweep": {
         "name": Key("str", pattern=_NAME, rule=NAME_RULE),
         "runs_dir": Str(),
@@ -159,8 +163,10 @@ WORKLOADS: dict[str, dict[str, Any]] = {
         "repeats": Int(min=1), "run_unfit": Bool(),
         "noise": NOISE,
         "hf": {"static_cache": Bool(), "compile": Bool()},
-        "vllm": {"gpu_memory_utilization": Num(min=0.01, max=1.0), "enforce_eager": Bool(),
-                 "max_model_len": Int(min=1, null=True), "max_num_seqs": Int(min=1, null=True)},
+        "vllm": {"gpu_memory_utilization": Num(min=0.01, max=1.0, null=True), "enforce_eager": Bool(),
+                 "max_model_len": Int(min=1, null=True), "max_num_seqs": Int(min=1, null=True),
+                 "hpu": {"lazy_mode": Bool(), "skip_warmup": Bool(), "recipe_cache": Str(null=True),
+                         "recipe_cache_mb": Int(min=1), "exponential_bucketing": Bool()}},
         "habana": {"use_hpu_graphs": Bool(), "lazy_mode": Bool(), "bucket_size": Int(min=-1),
                    "bucket_internal": Bool(), "reuse_cache": Bool(), "quant_config": Str(null=True)},
     },

@@ -53,6 +53,9 @@ class MetricSet:
     labels: tuple[str, ...] = ()  # parameters that name a series in charts and tables
     varied: tuple[str, ...] = ()  # parameters named in labels too, but only where they take several values
     overview: tuple[str, ...] = ()  # metrics shown in the overview's points table besides the throughput
+    # Parameters that name the software that did the work (the engine): two points that differ in one are compared
+    # only with the difference said ("engine differs: hf vs vllm"); headlines are given per value.
+    software: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = [m.name for m in self.metrics]

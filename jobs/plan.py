@@ -176,8 +176,8 @@ def cpu_threads(cfg: dict[str, Any]) -> dict[str, Any]:
         per_card, source = hw["slurm"]["cpus_per_card"], "hardware.slurm.cpus_per_card"
     if per_card is None:
         return {"cpu_threads_per_rank": None, "cpu_threads_source": "cores split between the node's ranks"}
-    cards = 1 if device == "cpu" else _cards_per_rank(cfg)
-    return {"cpu_threads_per_rank": per_card * cards, "cpu_threads_source": source}
+    # a rank that drives several cards (vllm's tensor parallel, CPU cards too) gets the cores of all of them
+    return {"cpu_threads_per_rank": per_card * _cards_per_rank(cfg), "cpu_threads_source": source}
 
 
 def _cards_per_rank(cfg: dict[str, Any]) -> int:
@@ -253,7 +253,7 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
     if per_rank is not None and (not isinstance(per_rank, int) or isinstance(per_rank, bool) or per_rank < 1):
         problems.append(f"{threads['cpu_threads_source']}={per_rank!r} must be a whole number of threads >= 1")
     elif here and cluster["kind"] == "local":
-        problems += _check_local(device, cards, hw["name"], threads)
+        problems += _check_local(device, cards, hw["name"], threads, ranks=max(1, cards // _cards_per_rank(cfg)))
     model = cfg["model"]
     if model["init"] not in ("random", "pretrained"):
         problems.append(f"model.init={model['init']!r} must be random or pretrained")
@@ -272,16 +272,20 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
     return problems
 
 
-def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any]) -> list[str]:
-    """cluster=local runs points on this machine: it must have the devices, and on the CPU the cores."""
+def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
+                 ranks: int | None = None) -> list[str]:
+    """cluster=local runs points on this machine: it must have the devices, and on the CPU the cores. `ranks`:
+    the point's processes (one per card, or one for all cards of a tensor-parallel engine)."""
     per_rank, source = threads["cpu_threads_per_rank"], threads["cpu_threads_source"]
+    ranks = cards if ranks is None else ranks
     if device == "cpu":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        if cards * per_rank > cores:
-            fit = cores // per_rank
-            return [f"cards={cards} on hardware={hw_name} runs {cards} worker processes of {per_rank} core(s) "
+        if ranks * per_rank > cores:
+            fit = cores * cards // (ranks * per_rank)
+            noun = "worker processes" if ranks != 1 else "worker process"
+            return [f"cards={cards} on hardware={hw_name} runs {ranks} {noun} of {per_rank} core(s) "
                     f"each ({source}) but this machine has {cores} core(s); use cards <= {fit}"
-                    + (f" or a smaller {source}" if per_rank > 1 else "")]
+                    + (f" or a smaller {source}" if per_rank > cards // ranks else "")]
         return []
     from jobs.devices import local_device_count
 

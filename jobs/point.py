@@ -227,7 +227,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=info, energy={"meter": meter.name, "devices": world * per_task},
                    error=None if result.status == "ok" else records.error_info(
-                       type_="WorkloadCheck", message=result.error or f"workload checks failed: {result.info}"))
+                       type_=result.error_type, message=result.error or f"workload checks failed: {result.info}"))
         return result.status
     except BaseException as exc:
         status = _status_of(exc)

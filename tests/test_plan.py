@@ -15,8 +15,9 @@ def test_point_id_is_stable_and_semantic(make_cfg):
 
 @pytest.mark.parametrize("overrides, pinned", [
     ((), "ec78d3c93f49"), (("cards=2", "precision=bf16"), "923802edd228"),
-    (("hardware=h100", "cards=4", "precision=bf16"), "2d301d4af5de"),
-    (("hardware=gaudi3", "precision=bf16"), "15537dd8f377"),   # was workload.engine=habana
+    # engine auto ran hf on h100 and habana on gaudi3 before vllm became what auto runs there: the same points
+    (("hardware=h100", "cards=4", "precision=bf16", "workload.engine=hf"), "2d301d4af5de"),
+    (("hardware=gaudi3", "precision=bf16", "workload.engine=habana"), "15537dd8f377"),
 ])
 def test_point_ids_of_existing_points_never_change(make_cfg, overrides, pinned):
     """Ids computed before workload.engine=auto existed: records of earlier sweeps keep resuming."""
@@ -83,7 +84,7 @@ def test_parse_duration_rejects(text):
 
 
 def test_resources(make_cfg):
-    r = plan.resources_for(make_cfg("hardware=h100", "cards=4"))
+    r = plan.resources_for(make_cfg("hardware=h100", "workload.engine=hf", "cards=4"))
     assert (r.partition, r.nodes, r.tasks_per_node, r.gpus_per_node, r.gpu_request) == ("h100", 1, 4, 4, "gres")
     assert r.time_min == 30
     cpu = plan.resources_for(make_cfg("cards=2"))
@@ -127,18 +128,18 @@ def _site(make_cfg, *overrides):
 
 def test_per_hardware_settings_win(make_cfg):
     """cluster.per_hardware.<hw> over cluster.partitions, the cluster's slurm: block and the hardware file."""
-    r = plan.resources_for(_site(make_cfg, "hardware=h100", "cards=4"))
+    r = plan.resources_for(_site(make_cfg, "hardware=h100", "workload.engine=hf", "cards=4"))
     assert (r.partition, r.gres_name, r.gpus_per_node, r.tasks_per_node, r.cpus_per_task, r.mem_gb, r.time_min) == \
         ("gpu", "gpu:h100", 4, 4, 16, 4 * 120, 120)
     assert r.setup[-1] == "module load cuda/12.4" and r.container is None
-    g = plan.resources_for(_site(make_cfg, "hardware=gaudi3", "cards=8"))
+    g = plan.resources_for(_site(make_cfg, "hardware=gaudi3", "workload.engine=habana", "cards=8"))
     assert (g.partition, g.gres_name, g.gpus_per_node, g.cpus_per_task, g.mem_gb, g.time_min) == \
         ("gaudi", "hpu", 8, 12, 8 * 96, 60)
     assert "apptainer" in g.container
     # a hardware kind without an entry keeps cluster.partitions and the cluster-wide values
-    a = plan.resources_for(_site(make_cfg, "hardware=a100", "cards=2", "++cluster.partitions.a100=old"))
+    a = plan.resources_for(_site(make_cfg, "hardware=a100", "workload.engine=hf", "cards=2", "++cluster.partitions.a100=old"))
     assert (a.partition, a.gres_name, a.time_min) == ("old", "gpu", 60)
-    p = plan.resources_for(_site(make_cfg, "hardware=h100", "++cluster.per_hardware.h100.partition=null"))
+    p = plan.resources_for(_site(make_cfg, "hardware=h100", "workload.engine=hf", "++cluster.per_hardware.h100.partition=null"))
     assert p.partition == "gpu-h100"   # null keeps what is below: cluster.partitions
 
 

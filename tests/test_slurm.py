@@ -28,7 +28,7 @@ def test_partition_time_limits(text, minutes):
 
 
 def test_sbatch_params_follow_the_request(make_cfg):
-    r = plan.resources_for(make_cfg("hardware=h100", "cards=12", "cluster=localslurm", "cluster.max_nodes=2"))
+    r = plan.resources_for(make_cfg("hardware=h100", "workload.engine=hf", "cards=12", "cluster=localslurm", "cluster.max_nodes=2"))
     p = slurm.sbatch_params(r, "n", array_parallelism=3)
     assert (p["nodes"], p["ntasks_per_node"], p["gres"], p["partition"], p["account"]) == (2, 6, "gpu:6", "h100",
                                                                                            "accelsweep")
@@ -39,9 +39,9 @@ def test_sbatch_params_follow_the_request(make_cfg):
 
 
 def test_cluster_slurm_block_overrides_hardware(make_cfg):
-    r = plan.resources_for(make_cfg("hardware=gaudi3", "cards=2"))
+    r = plan.resources_for(make_cfg("hardware=gaudi3", "workload.engine=habana", "cards=2"))
     assert (r.cpus_per_task, r.mem_gb) == (12, 224)           # the hardware file's site defaults
-    r = plan.resources_for(make_cfg("hardware=gaudi3", "cards=2", "cluster=localslurm"))
+    r = plan.resources_for(make_cfg("hardware=gaudi3", "workload.engine=habana", "cards=2", "cluster=localslurm"))
     assert (r.cpus_per_task, r.mem_gb) == (1, 2)
 
 

@@ -52,8 +52,9 @@ def problems(make_cfg, *overrides, sweep_over=("hardware=h100", "hardware=gaudi3
 
 
 def test_the_mission_sweep_fits_the_site(make_cfg, site):
-    for cards in (1, 2, 4, 8, 16):
+    for cards in (1, 2, 4, 8):   # vllm: tensor parallel over one node's cards
         assert problems(make_cfg, f"cards={cards}") == []
+    assert problems(make_cfg, "cards=16", "workload.engine=hf", sweep_over=["hardware=h100"]) == []   # replicas
     assert site.count("sinfo") == 5 and site.count("sacctmgr") == 5   # one of each per check
 
 
@@ -109,14 +110,14 @@ def test_nothing_is_submitted_when_a_request_does_not_fit(make_cfg, site, tmp_pa
 
 
 def test_nodes_and_their_combination(make_cfg, site):
-    (why,) = problems(make_cfg, "cards=24", sweep_over=["hardware=h100"])
+    (why,) = problems(make_cfg, "cards=24", "workload.engine=hf", sweep_over=["hardware=h100"])
     assert why == "cards=24 needs 3 node(s) but partition gpu has 2; allowed: cards <= 16"
     # each resource is on some node of `mixed`, but only one node has all of them
-    (why,) = problems(make_cfg, "cards=16", "++cluster.per_hardware.h100.partition=mixed",
+    (why,) = problems(make_cfg, "cards=16", "workload.engine=hf", "++cluster.per_hardware.h100.partition=mixed",
                       sweep_over=["hardware=h100"])
     assert why == ("needs 2 node(s) with cpus=128, mem_mb=983040, gres=8 each, but partition mixed has 1 such "
                    "node(s)")
-    assert problems(make_cfg, "cards=16", sweep_over=["hardware=gaudi3"]) == []   # both Gaudi nodes fit
+    assert problems(make_cfg, "cards=16", "workload.engine=habana", sweep_over=["hardware=gaudi3"]) == []   # both Gaudi nodes fit
 
 
 def test_gres_count_per_node(make_cfg, site):

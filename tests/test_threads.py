@@ -34,15 +34,15 @@ def test_cluster_file_overrides_and_user_setting_wins(make_cfg, monkeypatch):
 
 
 def test_accelerator_ranks_get_the_site_cpus_per_card(make_cfg):
-    assert threads(make_cfg("hardware=h100", "cluster=example-site", "cards=2")) == \
+    assert threads(make_cfg("hardware=h100", "workload.engine=hf", "cluster=example-site", "cards=2")) == \
         (16, "cluster.per_hardware.h100.cpus_per_card")
-    cfg = make_cfg("hardware=h100", "cluster=localslurm", "cluster.slurm.cpus_per_card=null")
+    cfg = make_cfg("hardware=h100", "workload.engine=hf", "cluster=localslurm", "cluster.slurm.cpus_per_card=null")
     assert threads(cfg) == (12, "hardware.slurm.cpus_per_card")
     # vllm: one process drives the node's cards, so it gets their CPUs
     cfg = make_cfg("hardware=h100", "cluster=localslurm", "cards=4", "workload.engine=vllm")
     assert threads(cfg) == (4, "cluster.slurm.cpus_per_card")
     # on this machine without a site setting: the cores split between the ranks, decided at run time
-    assert threads(make_cfg("hardware=h100")) == (None, "cores split between the node's ranks")
+    assert threads(make_cfg("hardware=h100", "workload.engine=hf")) == (None, "cores split between the node's ranks")
 
 
 def test_local_cpu_cards_must_fit_the_cores(make_cfg, monkeypatch):

@@ -35,6 +35,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf
 
+from jobs import defaults as device_defaults
 from jobs import experiment
 from jobs.config import point_config, without_hydra  # noqa: F401  (point_config: kept importable from here)
 
@@ -189,6 +190,24 @@ class AccelsweepLauncher(Launcher):
         from jobs.sweep import run_or_exit
 
         compose = PointComposer(self.hydra_context.config_loader, self.config)
-        configs = [(list(overrides), compose(list(overrides))) for overrides in job_overrides]
+        configs = with_device_defaults([(list(overrides), compose(list(overrides))) for overrides in job_overrides],
+                                       compose)
         run_or_exit(configs, hydra_config=self.config)
         return [JobReturn(overrides=list(o), status=JobStatus.COMPLETED, _return_value=None) for o in job_overrides]
+
+
+def with_device_defaults(configs: list[tuple[list[str], dict[str, Any]]], compose) -> list[tuple[list[str], dict]]:
+    """Each point on an accelerator becomes the points of jobs.defaults (said in the plan's first line)."""
+    out, hardware, used = [], set(), set()
+    for overrides, cfg in configs:
+        extra, keys = device_defaults.extra_overrides(cfg, overrides)
+        if not keys:
+            out.append((overrides, cfg))
+            continue
+        hardware.add(cfg["hardware"]["name"])
+        used.update(keys)
+        out += [([*overrides, *more], compose([*overrides, *more])) for more in extra]
+    if used:
+        print(device_defaults.describe(configs[0][1]["accelerator_defaults"], sorted(hardware), used,
+                                       len(out)), flush=True)
+    return out

@@ -35,6 +35,7 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)    # scalar facts (checks, sizes)
     status: str = "ok"
     error: str | None = None                              # why, when status is not ok
+    error_type: str = "WorkloadCheck"                     # the record's error type, when status is not ok
 
 
 def get(name: str) -> ModuleType:

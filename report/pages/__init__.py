@@ -144,6 +144,8 @@ def _label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
             present = n.notna()
         else:
             text, present = v.astype(str), v.notna()
+            if f == "engine":   # "engine vllm": a series that differs only in its engine says so
+                text = "engine " + text
         out = out.where(~present, out.where(out.eq(""), out + " · ") + text)
     return out if len(frame) else pd.Series(dtype=str)
 

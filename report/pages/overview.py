@@ -87,6 +87,26 @@ def _unstable(ok: pd.DataFrame) -> dict[str, Any] | None:
             "href": "#points"}
 
 
+def software_differs(frame: pd.DataFrame, ms) -> str:
+    """ "engine differs: hf vs vllm" where the points of `frame` ran on different software (ms.software), else ""."""
+    parts = []
+    for key in ms.software:
+        if key in frame and frame[key].nunique() > 1:
+            parts.append(f"{key} differs: {' vs '.join(sorted(map(str, frame[key].dropna().unique())))}")
+    return "; ".join(parts)
+
+
+def software_groups(frame: pd.DataFrame, ms) -> list[tuple[str, pd.DataFrame]]:
+    """(" with engine vllm", its rows) per software value where several ran, else [("", frame)]: a best
+    configuration is never picked across engines."""
+    keys = [k for k in ms.software if k in frame and frame[k].nunique() > 1]
+    if not keys:
+        return [("", frame)]
+    return [(" with " + ", ".join(f"{k} {v}" for k, v in zip(keys, values if isinstance(values, tuple) else
+                                                                 (values,))), g)
+            for values, g in frame.groupby(keys if len(keys) > 1 else keys[0], sort=True)]
+
+
 def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     """Short findings computed from the data, each with a link to the chart it comes from; each states only
     what its interval supports. Rows the report keeps out of the findings (device_override points, see
@@ -103,21 +123,26 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         return [{"text": "No successful points yet.", "href": None}] + ([override] if override else [])
     items = []
     links = _links()
-    for ms, g in by_workload(ok):
-        x = pd.to_numeric(g[ms.throughput], errors="coerce") if ms.throughput in g else pd.Series(dtype=float)
-        if not x.notna().any():
-            continue
-        best = g.loc[[x.idxmax()]]
-        link = links.get(ms.workload)
-        config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
-        b = best.iloc[0]
-        spread = ""
-        if pd.notna(b.get(f"{ms.throughput}_ci_lo")):
-            spread = (f"; {_interval(b[f'{ms.throughput}_ci_lo'], b[f'{ms.throughput}_ci_hi'])}, "
-                      f"n={int(b[f'{ms.throughput}_n'])}" + (", unstable" if _is_false(b.get("stable")) else ""))
-        items.append({"text": f"Fastest {ms.workload} configuration: {fmt_num(x.max())} {ms.main.unit} median "
-                              f"{ms.main.title} ({config}{spread}).",
-                      "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
+    for ms, whole in by_workload(ok):
+        for software, g in software_groups(whole, ms):
+            x = pd.to_numeric(g[ms.throughput], errors="coerce") if ms.throughput in g else pd.Series(dtype=float)
+            if not x.notna().any():
+                continue
+            best = g.loc[[x.idxmax()]]
+            link = links.get(ms.workload)
+            config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
+            b = best.iloc[0]
+            spread = ""
+            if pd.notna(b.get(f"{ms.throughput}_ci_lo")):
+                spread = (f"; {_interval(b[f'{ms.throughput}_ci_lo'], b[f'{ms.throughput}_ci_hi'])}, "
+                          f"n={int(b[f'{ms.throughput}_n'])}" + (", unstable" if _is_false(b.get("stable")) else ""))
+            items.append({"text": f"Fastest {ms.workload} configuration{software}: {fmt_num(x.max())} "
+                                  f"{ms.main.unit} median {ms.main.title} ({config}{spread}).",
+                          "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
+        if differs := software_differs(whole, ms):
+            items.append({"text": f"{differs[0].upper()}{differs[1:]} among the {ms.workload} points: the fastest "
+                                  "configuration is given per value, and scaling efficiency and generation speedups "
+                                  "compare only points that share it.", "href": "#points"})
     data = scaling.points(table)
     multi = data[data["cards"] > 1] if len(data) else data
     for kind in scaling.kinds(multi):

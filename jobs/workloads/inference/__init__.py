@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import json
 import re
+import socket
+import time
 from typing import Any
 
 from jobs import noise
@@ -36,7 +38,21 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     The engine is the resolved one, so auto and the engine it picks are the same point."""
     engine = engines.resolve(cfg)[0]
     wl = {**cfg["workload"], "engine": engine}
-    return {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
+    out = {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
+    if engine == "vllm" and isinstance(out.get("vllm"), dict):
+        out["vllm"] = vllm_identity(out["vllm"], cfg.get("device_override") or cfg["hardware"]["device"])
+    return out
+
+
+def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
+    """The vllm block as measured: the Gaudi settings only on hpu, gpu_memory_utilization=null as the value it
+    stands for (so the ids of vllm points from before both keys stay)."""
+    from .engines.vllm_settings import memory_utilization
+
+    out = {k: v for k, v in block.items() if k != "hpu" or device == "hpu"}
+    if "gpu_memory_utilization" in out:
+        out["gpu_memory_utilization"] = memory_utilization(out["gpu_memory_utilization"], device)
+    return out
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
 
@@ -147,10 +163,18 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples={}, status="oom", info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card},
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
                             f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
-    engine = _engine(cfg, ctx)
+    try:
+        engine, start_s = _engine(cfg, ctx)
+    except ImportError as exc:   # planned on a login node; this node lacks the engine: never another engine silently
+        return _unsupported(cfg, exc)
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
+    t0 = time.perf_counter()
     for _ in range(wl["warmup"]):
         engine.warm_up(ids, out)
+    # Start-up cost apart from the timed repeats: the engine's construction (model build or load, vLLM's engine
+    # core, graph capture) and the untimed warm-up runs (compilation: hours on Gaudi without a recipe cache).
+    startup = {"engine_start_s": start_s, "engine_reused": start_s is None,
+               "warmup_s": time.perf_counter() - t0 if wl["warmup"] else None}
     ctx.device.reset_peak_memory()
     local = []
     ctx.barrier()
@@ -174,26 +198,41 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     gathered = ctx.gather({"repeats": local, "energy_j": energy_j, "peak": peak})
     if gathered is None:  # not rank 0
         return Result(samples={})
-    result = summarise_ranks(gathered, batch=batch, inp=inp, out=out, info={**engine.info(), "cards_per_process": k})
+    result = summarise_ranks(gathered, batch=batch, inp=inp, out=out,
+                             info={**engine.info(), **startup, "cards_per_process": k})
     result.samples.update(roofline(cfg, batch, inp, out, result.samples, cards=k))
     return result
 
 
 def _engine(cfg: dict[str, Any], ctx):
-    """The loaded engine, kept in the worker's cache for the next point of a shared worker built alike."""
+    """(engine, seconds it took to start; None when reused): the loaded engine, kept in the worker's cache for the
+    next point of a shared worker built alike."""
     name = engines.resolve(cfg)[0]
+    device = cfg.get("device_override") or cfg["hardware"]["device"]
     args = (cfg["model"], cfg["precision"], ctx.device, engines.options(cfg), cfg["seed"])
     cache = getattr(ctx, "cache", None)
-    if cache is None:
-        return engines.load(name)(*args)
     key = ("inference", name, json.dumps([cfg["model"], cfg["precision"], str(ctx.device.torch_device),
                                           engines.options(cfg), cfg["seed"]], sort_keys=True, default=str))
-    if key not in cache:
-        if cache:
-            cache.clear()   # one model at a time: a group's points share one, the next group brings its own ...
-            gc.collect()    # ... and the old one is gone before it (a compiled forward holds it in a cycle)
-        cache[key] = engines.load(name)(*args)
-    return cache[key]
+    if cache is not None and key in cache:
+        return cache[key], None
+    if cache:
+        cache.clear()   # one model at a time: a group's points share one, the next group brings its own ...
+        gc.collect()    # ... and the old one is gone before it (a compiled forward holds it in a cycle)
+    cls = engines.load(name, device)
+    t0 = time.perf_counter()
+    engine = cls(*args)
+    if cache is not None:
+        cache[key] = engine
+    return engine, time.perf_counter() - t0
+
+
+def _unsupported(cfg: dict[str, Any], exc: ImportError) -> Result:
+    name = engines.resolve(cfg)[0]
+    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    other = engines.ALTERNATIVE.get(device)
+    instead = f"; or measure another engine, named as such: workload.engine={other}" if other and other != name else ""
+    return Result(samples={}, status="unsupported", info={"engine_missing": name}, error_type="EngineMissing",
+                  error=f"{exc} (on {socket.gethostname()}){instead}")
 
 
 def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: dict) -> Result:

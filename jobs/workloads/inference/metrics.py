@@ -11,6 +11,7 @@ METRICS = MetricSet(
     labels=("shape", "batch_size"),
     varied=("engine", "scaling"),
     overview=("latency_s", "ttft_s", "itl_s"),
+    software=("engine",),
     metrics=(
         Metric("latency_s", "s", "end-to-end time of one generate call for the whole batch: from submitting the "
                                  "prompts to the last token of the last sequence; with several cards, the slowest card",

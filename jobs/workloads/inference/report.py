@@ -350,6 +350,26 @@ def published_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
+def startup_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Start-up cost per hardware, engine, precision and cards: engine start (model build or load, vLLM's engine
+    core, graph capture) and the untimed warm-up runs, apart from the timed repeats. Points that reused their
+    shared worker's engine started none and are not counted in the start column."""
+    ok = table[table["status"].eq("ok")] if "status" in table else table.iloc[0:0]
+    if ok.empty or "engine_start_s" not in ok:
+        return []
+    keys = [k for k in ("hardware", "engine", "precision", "cards") if k in ok]
+    rows = []
+    for values, g in ok.groupby(keys, sort=True, dropna=False):
+        start = pd.to_numeric(g["engine_start_s"], errors="coerce").dropna()
+        warm = pd.to_numeric(g.get("warmup_s", pd.Series(dtype=float)), errors="coerce").dropna()
+        if start.empty and warm.empty:
+            continue
+        rows.append({**dict(zip(keys, values)), "starts": len(start),
+                     "start_s": fmt_num(start.median()) if len(start) else "—",
+                     "warmup_s": fmt_num(warm.median()) if len(warm) else "—", "points": len(g)})
+    return rows
+
+
 def charts(table: pd.DataFrame) -> list[Chart]:
     table = rows_for(table, WORKLOAD)
     return (throughput_charts(table) + latency_charts(table)
@@ -363,6 +383,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     matched = {r["hardware"] for r in rows}
     overlay_ids = [throughput_id(hw) for hw in _hardware_list(table) if hw.lower() in matched]
     return {"n_points": len(table), "n_ok": n_ok, "published_rows": rows, "overlay_ids": overlay_ids,
+            "startup_rows": startup_rows(table),
             "attribution": references.ATTRIBUTION}
 
 

