@@ -97,6 +97,11 @@ def fit(groups: dict[str, list[Point]], room: int | None) -> tuple[dict[str, lis
     return send, held
 
 
+def _seconds(value: float | None) -> str:
+    """A workload's plan-time lower bound of one timed repeat (inference: the roofline), or '-' without one."""
+    return "-" if value is None else f"{value:.3g}"
+
+
 def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[str, Any],
                limits=None) -> None:
     """The dry run: every point with its group and memory fit, then each group's sbatch script."""
@@ -107,13 +112,14 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
     out = console()
     table = Table(title=f"dry run: nothing submitted (records would go to {sweep_dir / 'points'})")
     for col in ("point", "group", "engine", "partition", "nodes", "tasks/node", "gpus/node", "time (min)",
-                "mem est/card (GB)", "overrides"):
+                "mem est/card (GB)", "repeat ≥ (s)", "overrides"):
         table.add_column(col)
     for key, pts in groups.items():
         for p in pts:
             r = p.resources
             table.add_row(p.point_id, key, str(p.params.get("engine", "-")), str(r.partition), str(r.nodes),
-                          str(r.tasks_per_node), str(r.gpus_per_node), str(r.time_min), _fit(p.params), p.label)
+                          str(r.tasks_per_node), str(r.gpus_per_node), str(r.time_min), _fit(p.params),
+                          _seconds(p.params.get("est_repeat_s")), p.label)
     out.print(table)
     if cluster["kind"] != "slurm":
         return

@@ -201,7 +201,7 @@ def test_dry_run_shows_the_engine_per_point_and_the_cpu_override_note(tmp_path):
     assert (f"note: engine auto picked {cpu}: hardware=gaudi1's engine habana does not run on cpu devices "
             "(device_override=cpu)") in out.stdout
     rows = [line.split("│") for line in out.stdout.splitlines() if "hardware=" in line and "│" in line]
-    engines_run = sorted((r[10].split()[0], r[3].strip()) for r in rows)   # (overrides, engine) columns
+    engines_run = sorted((r[11].split()[0], r[3].strip()) for r in rows)   # (overrides, engine) columns
     assert engines_run == [("hardware=gaudi1", cpu), ("hardware=h100", cpu)]
     assert "accelerator defaults" not in out.stdout   # device_override=cpu: the CPU's defaults
 

@@ -119,7 +119,22 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
         return out_params
     card_gb = cfg["hardware"]["memory_gb"]
     out_params.update(mem_estimate_gb=round(est, 4), mem_fits=None if card_gb is None else est <= card_gb)
+    if (bound := repeat_lower_bound_s(cfg, per_card_batch(cfg) * k, inp, out, k)) is not None:
+        out_params["est_repeat_s"] = round(bound, 4)
     return out_params
+
+
+def repeat_lower_bound_s(cfg: dict[str, Any], batch: int, inp: int, out: int, cards: int) -> float | None:
+    """A plan-time estimate of one timed repeat: the prefill at the hardware's peak FLOP/s plus every decode step
+    at its peak memory bandwidth, spread over `cards` (a lower bound: real runs reach a fraction of both).
+    None where the hardware file has no peaks (a generic CPU) or the point runs on another device."""
+    hw, prec, c = cfg["hardware"], cfg["precision"], cfg["model"]["config"]
+    peak, bw = (hw.get("peak_tflops") or {}).get(prec.get("peak_key")), hw.get("memory_bandwidth_gbs")
+    if cfg.get("device_override") or not peak or not bw:
+        return None
+    prefill = model_math.prefill_flops(c, batch, inp) / cards / (peak * 1e12)
+    decode = max(out - 1, 0) * model_math.decode_bytes_per_step(c, prec, batch, inp, out) / cards / (bw * 1e9)
+    return prefill + decode
 
 
 def roofline(cfg: dict[str, Any], batch: int, inp: int, out: int, samples: dict[str, list[float]], *,
