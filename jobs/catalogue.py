@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from jobs import experiment, workloads
+from jobs import conf, experiment, workloads
 from jobs.metrics import DERIVED, Metric
 
-CONF = Path(__file__).resolve().parents[1] / "hydra_conf"
 USAGE = """\
 python -m jobs.sweep -m key=a,b other=x,y      cross the values: every combination is one point
 python -m jobs.sweep -m +experiment=<preset>   a published study's grid (add keys to narrow it)
@@ -24,7 +20,7 @@ python -m jobs.sweep --hydra-help              Hydra's own options; `--cfg job` 
 
 
 def _group(name: str) -> list[dict[str, Any]]:
-    return [{"file": p.stem, **(yaml.safe_load(p.read_text()) or {})} for p in sorted((CONF / name).glob("*.yaml"))]
+    return [{"file": file, **cfg} for file, cfg in conf.group(name).items()]
 
 
 def _join(values: Any) -> str:
