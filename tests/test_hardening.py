@@ -158,6 +158,12 @@ def test_record_replacement_rule(tmp_path, old, new, observed, replaced):
     assert records.read_record(path) == (second if replaced else first)
 
 
+def _default_sigint() -> None:
+    """A pytest started in the background (`cmd &` in a script) passes SIGINT on ignored, and so would the sweep:
+    the interrupt under test must reach it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, str, float]:
     """Start a long one-point local sweep (under umask 000), send `sig` to the sweep process alone once its
     worker measures; returns (process, output, seconds until no worker was left)."""
@@ -165,7 +171,7 @@ def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, 
     proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
                              "workload.output_tokens=64", f"sweep.name={name}", "sweep.report=false"], cwd=cwd,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            umask=0)
+                            umask=0, preexec_fn=_default_sigint)
     worker = f"runs/{name}/submitit"
     deadline = time.monotonic() + 120
     while not any("accelsweep] point" in p.read_text() for p in (cwd / worker).glob("*/*_log.out")):
