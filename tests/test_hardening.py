@@ -171,7 +171,7 @@ def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, 
     proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
                              "workload.output_tokens=64", f"sweep.name={name}", "sweep.report=false"], cwd=cwd,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            umask=0, preexec_fn=_default_sigint)
+                            umask=0, preexec_fn=_default_sigint)  # noqa: PLW1509 (it only resets a signal)
     worker = f"runs/{name}/submitit"
     deadline = time.monotonic() + 120
     while not any("accelsweep] point" in p.read_text() for p in (cwd / worker).glob("*/*_log.out")):
