@@ -3,7 +3,8 @@
 A point's state is its record's status when the record is newer than the
 point's latest submission; otherwise the scheduler's state of its job
 (pending, running, or how it ended): for Slurm one squeue and one sacct call
-cover every job, a local sweep's states are in its journal (runs/<sweep>/local). The summary lists the first problems; --all lists every point.
+cover every job, a local sweep's states are in its journal (runs/<sweep>/local).
+The summary lists the first problems; --all lists every point.
 With --record, points whose job ended without a record get one (timeout,
 cancelled, oom, failed), as the sweep's report job does before it
 aggregates. Exit status 1 when the report job failed.

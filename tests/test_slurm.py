@@ -100,8 +100,8 @@ def test_points_of_other_clusters_are_listed_with_their_command(make_cfg):
 def test_run_dirs_copied_from_two_clusters_merge(make_cfg, tmp_path):
     from analysis.aggregate import aggregate
 
-    for site, hw, batch in (("gpu-site", "h100", 1), ("gaudi-site", "gaudi3", 1), ("gpu-site", "h100", 2)):
-        p = _point(make_cfg, f"hardware={hw}", f"workload.batch_size={batch}", "cards=8")
+    for site, hw, size in (("gpu-site", "h100", 1), ("gaudi-site", "gaudi3", 1), ("gpu-site", "h100", 2)):
+        p = _point(make_cfg, f"hardware={hw}", f"workload.batch_size={size}", "cards=8")
         rec = records.make_record(point=p.spec(), status="ok", samples={"latency_s": [1.0, 2.0]},
                                   provenance=records.provenance(start_time=records.now()))
         records.write_record(records.record_path(tmp_path / site / "runs/sw/points", p.point_id), rec)

@@ -110,7 +110,8 @@ class BatchScheduler(Scheduler):
     """A scheduler that queues job arrays and returns; the points run later, elsewhere."""
 
     waits = False
-    name: str   # in messages: "Slurm refused it"
+    name: str      # in messages: "Slurm refused it"
+    command: str   # what sends an array, in the dry run: "sbatch"
 
     @abstractmethod
     def submit_group(self, fn: Callable, args: list[tuple], r: Resources, name: str, sweep_dir: Path,
@@ -132,8 +133,8 @@ class BatchScheduler(Scheduler):
             mine = [(name, chunk) for g, name, chunk in planned if g == key or g.startswith(key + "-")]
             split = f", split at MaxArraySize={limits.max_array_size}" if len(mine) > 1 else ""
             per = f", {k} points per array task" if k > 1 else ""
-            out.print(f"--- group {key} ({group_label(pts)}): {len(pts)} point(s){per}, {len(mine)} sbatch call(s)"
-                      f"{split} ---", markup=False)
+            out.print(f"--- group {key} ({group_label(pts)}): {len(pts)} point(s){per}, {len(mine)} {self.command} "
+                      f"call(s){split} ---", markup=False)
             if mine:
                 name, chunk = mine[0]
                 tasks = by_task(chunk, k)

@@ -122,7 +122,7 @@ class Journal:
         self.tasks = {p.point_id: f"{self.job}_{i}" for i, p in enumerate(points)}
         self.path = path(sweep_dir, self.job)
         self.path.parent.mkdir(exist_ok=True)
-        self._fh = open(self.path, "w")
+        self._fh = open(self.path, "w")   # noqa: SIM115  (open for the whole run: a line per change)
         self._write({"job": self.job, "owner": owner, "tasks": self.tasks})
 
     def _write(self, line: dict[str, Any]) -> None:

@@ -415,6 +415,7 @@ def log_paths(sweep_dir: Path, job_id: str) -> list[Path]:
 class Slurm(BatchScheduler):
     kind = "slurm"
     name = "Slurm"
+    command = "sbatch"
     source = "sacct"
 
     def check(self, groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
