@@ -1,7 +1,8 @@
-"""python -m jobs.cancel RUNS/SWEEP: cancel the sweep's job arrays (scancel).
+"""python -m jobs.cancel RUNS/SWEEP: stop the sweep's queued and running jobs (Slurm: scancel its job arrays; a
+local sweep: its process and workers stop as on Ctrl-C, the running points record `cancelled`).
 
-The report job stays queued: it runs once the arrays have ended, records the
-cancelled points and rebuilds the report. --all cancels it too.
+A Slurm report job stays queued: it runs once the arrays have ended, records
+the cancelled points and rebuilds the report. --all cancels it too.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from jobs import schedulers
 from jobs.manifest import Manifest
 
 
@@ -17,23 +19,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("sweep_dir", type=Path, help="the sweep's directory, e.g. runs/default")
     ap.add_argument("--all", action="store_true", help="also cancel the report job")
     args = ap.parse_args(argv)
-    from jobs.schedulers import slurm
-
     manifest = Manifest.load_or_exit(args.sweep_dir)
-    jobs = manifest.job_ids(latest_only=False)
-    report = manifest.report_jobs()
-    try:  # not the ended ones (scancel fails on them); just-submitted jobs may not be in sacct yet
-        known = slurm.states(jobs + report)
-        ended = {t.split("_")[0] for t, s in known.items() if s["state"] not in slurm.ACTIVE}
-        running = {t.split("_")[0] for t, s in known.items() if s["state"] in slurm.ACTIVE}
-        targets = [j for j in jobs + (report if args.all else []) if j in running or j not in ended]
-        if not targets:
-            print(f"{args.sweep_dir}: no queued or running Slurm jobs to cancel")
-            return 0
-        slurm.cancel(targets)
-    except slurm.SlurmError as exc:
+    by_kind: dict[str, list[str]] = {}
+    for entry in manifest.data["submissions"]:
+        jobs = [g["job_id"] for g in entry["groups"].values() if g["job_id"]]
+        jobs += [entry["report_job"]] if args.all and entry.get("report_job") else []
+        by_kind.setdefault(entry["kind"], []).extend(j for j in jobs if j not in by_kind[entry["kind"]])
+    targets = []
+    try:
+        for kind, jobs in by_kind.items():
+            targets += schedulers.get(kind).cancel(args.sweep_dir, jobs)
+    except schedulers.SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if not targets:
+        print(f"{args.sweep_dir}: no queued or running jobs to cancel")
+        return 0
+    report = manifest.report_jobs()
     print(f"cancelled job(s) {', '.join(targets)}"
           + ("" if args.all or not report else f"; report job {report[-1]} will record them and rebuild the report"))
     return 0

@@ -6,6 +6,10 @@ import os
 import threading
 from pathlib import Path
 
+from jobs import files
+from jobs.records import record_stats
+from jobs.status import record_ended
+
 FINGERPRINT = ".report-fingerprint"   # in the sweep dir: the records the current table and site were built from
 _loading: threading.Thread | None = None   # prepare()'s
 
@@ -54,9 +58,6 @@ def up_to_date(sweep_dir: Path, fingerprint: str) -> bool:
 def finish(sweep_dir: Path) -> Path:
     """Aggregate the sweep's records and build its report; returns index.html. Nothing is rebuilt when no
     record changed since the last build (a resume with nothing to run)."""
-    from jobs import files
-    from jobs.records import record_stats
-
     sweep_dir = Path(sweep_dir)
     stats = record_stats(sweep_dir)   # one stat per record, for the fingerprint and for aggregate
     fingerprint = records_fingerprint(stats)
@@ -81,9 +82,9 @@ def finish(sweep_dir: Path) -> Path:
 
 
 def after_sweep(sweep_dir: str) -> str:
-    """The Slurm report job (afterany on the sweep's arrays)."""
-    from jobs.status import record_ended
-
+    """What runs once every point of a submission ended (the scheduler's `report`: a Slurm job afterany on the
+    sweep's arrays; a local sweep runs it itself): records for jobs that ended without one, the table, the report."""
     written = record_ended(Path(sweep_dir))
-    print(f"wrote {len(written)} record(s) for jobs that ended without one: {', '.join(written) or '-'}")
+    if written:
+        print(f"wrote {len(written)} record(s) for jobs that ended without one: {', '.join(written)}")
     return str(finish(Path(sweep_dir)))

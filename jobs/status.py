@@ -2,8 +2,9 @@
 
 A point's state is its record's status when the record is newer than the
 point's latest submission; otherwise the scheduler's state of its job
-(pending, running, or how it ended). One squeue and one sacct call cover
-every job. The summary lists the first problems; --all lists every point.
+(pending, running, or how it ended): for Slurm one squeue and one sacct call
+cover every job, a local sweep's states are in its journal (runs/<sweep>/local).
+The summary lists the first problems; --all lists every point.
 With --record, points whose job ended without a record get one (timeout,
 cancelled, oom, failed), as the sweep's report job does before it
 aggregates. Exit status 1 when the report job failed.
@@ -17,8 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobs import records
+from jobs import records, schedulers
 from jobs.manifest import Manifest
+from jobs.point import failure_record
+from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
 ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", "not submitted",
          "unknown")
@@ -28,7 +31,7 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                  jobs: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail.
 
-    `jobs`: Slurm states already queried (see job_states); by default they are queried here."""
+    `jobs`: job states already queried (see job_states); by default they are queried here."""
     manifest = manifest or Manifest.load(sweep_dir)
     latest = manifest.latest()
     if jobs is None:
@@ -53,7 +56,7 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
             state, detail = rec["status"], rec["message"] or ""
         elif sub.get("task"):
             state = job.get("state", "unknown")
-            detail = f"{job.get('slurm_state', 'not in sacct')} {job.get('exit_code', '')}".strip()
+            detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
             if state == "running" and current.get(sub["task"]) not in (None, pid):
                 state, detail = "pending", f"waits in array task {sub['task']} behind point {current[sub['task']]}"
             if state not in ("pending", "running") and rec is not None:
@@ -65,12 +68,13 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         elif pid in elsewhere:
             other = elsewhere[pid]
             state, detail = "not submitted", f"its hardware is on cluster {other['cluster']}: {other['command']}"
-        else:
-            state, detail = ("pending" if sub.get("kind") == "local" else "not submitted"), ""
+        else:   # a local sweep of an earlier version, stopped before this point (it ran without job ids)
+            state, detail = "not submitted", ""
         rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",
                      "hardware": point["params"].get("hardware"), "cards": point["params"].get("cards"),
                      "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
-                     "submitted": sub.get("submitted"), "slurm": job, "group": sub.get("group") or "-"})
+                     "submitted": sub.get("submitted"), "job_state": job, "kind": sub.get("kind"),
+                     "group": sub.get("group") or "-"})
     return rows
 
 
@@ -107,65 +111,86 @@ def _task_points(manifest: Manifest, latest: dict[str, dict[str, Any]]) -> dict[
     return {task: pids for task, pids in out.items() if len(pids) > 1}
 
 
-def report_summary(sweep_dir: Path, manifest: Manifest,
-                   jobs: dict[str, dict[str, str]] | None = None) -> tuple[str, bool]:
-    """(a line on the sweep's latest report job, with its log tail when it failed; whether it failed)."""
-    from jobs.schedulers import slurm
+def _scheduler(kind: str) -> Scheduler:
+    return schedulers.get(kind)
 
+
+def _source(kind: str) -> str:
+    return _scheduler(kind).source if kind in schedulers.KINDS else f"the {kind} scheduler"
+
+
+def _kinds(manifest: Manifest) -> dict[str, str]:
+    """Report job -> the scheduler kind of its submission."""
+    return {e["report_job"]: e["kind"] for e in manifest.data["submissions"] if e.get("report_job")}
+
+
+def report_state(manifest: Manifest, jobs: dict[str, JobState], report: str) -> str | None:
+    """The state of report job `report` (it writes no record: its own exit is its outcome)."""
+    return _scheduler(_kinds(manifest)[report]).report_state(jobs.get(report))
+
+
+def report_summary(sweep_dir: Path, manifest: Manifest,
+                   jobs: dict[str, JobState] | None = None) -> tuple[str, bool]:
+    """(a line on the sweep's latest report job, with its log tail when it failed; whether it failed)."""
     report = (manifest.report_jobs() or [None])[-1]
     if report is None:
         return "", False
     if jobs is None or report not in jobs:
         jobs = {**(jobs or {}), **job_states(manifest, extra=(report,), points=False)}
-    state = slurm.report_state(jobs.get(report)) or "unknown"
+    sched = _scheduler(_kinds(manifest)[report])
+    state = sched.report_state(jobs.get(report)) or "unknown"
     line = f"report job {report}: {state}"
     if state in ("failed", "oom", "timeout", "cancelled"):
-        job = jobs[report]
-        tail = "\n".join(_tail(p, 20) for p in slurm.log_paths(sweep_dir, report)).strip()
-        line += (f" (sacct: {job['slurm_state']}, exit code {job['exit_code']})\n"
-                 f"--- log tail ({slurm.log_paths(sweep_dir, report)[0].parent}) ---\n{tail or '(no log)'}")
+        job, logs = jobs[report], sched.log_paths(sweep_dir, report)
+        tail = "\n".join(_tail(p, 20) for p in logs).strip()
+        line += (f" ({sched.source}: {job['native']}, exit code {job['exit_code']})\n"
+                 f"--- log tail ({logs[0].parent if logs else '-'}) ---\n{tail or '(no log)'}")
     elif state == "ok":
         line += f" -> {sweep_dir / 'site' / 'index.html'}"
     return line, state in ("failed", "oom", "timeout", "cancelled")
 
 
-def job_states(manifest: Manifest, extra: tuple[str, ...] = (), points: bool = True) -> dict[str, dict[str, str]]:
-    """Slurm states of the manifest's point jobs and of `extra` jobs, in one squeue + sacct round."""
-    tasks = [s["task"] for s in manifest.latest().values() if s["task"]] if points else []
-    tasks += [t for t in extra if t]
-    if not tasks:
-        return {}
-    from jobs.schedulers import slurm
-
-    try:
-        return slurm.states(tasks)
-    except slurm.SlurmError as exc:
-        print(f"warning: no job states ({exc}); showing records only", file=sys.stderr)
-        return {}
+def job_states(manifest: Manifest, extra: tuple[str, ...] = (), points: bool = True) -> dict[str, JobState]:
+    """The states of the manifest's point jobs and of `extra` (report) jobs: one poll of each scheduler kind
+    (Slurm: one squeue + one sacct call)."""
+    by_kind: dict[str, list[str]] = {}
+    if points:
+        for s in manifest.latest().values():
+            if s["task"]:
+                by_kind.setdefault(s["kind"], []).append(s["task"])
+    kinds = _kinds(manifest)
+    for t in extra:
+        if t:
+            by_kind.setdefault(kinds[t], []).append(t)
+    out: dict[str, JobState] = {}
+    for kind, ids in by_kind.items():
+        try:
+            out.update(_scheduler(kind).poll(manifest.path.parent, ids))
+        except (schedulers.SchedulerError, ValueError) as exc:   # ValueError: a kind this version does not know
+            print(f"warning: no job states ({exc}); showing records only", file=sys.stderr)
+    return out
 
 
 def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]:
     """Write a record for every point whose job ended without one; returns their ids."""
-    from jobs.point import failure_record
-    from jobs.schedulers import slurm
-
     manifest = manifest or Manifest.load(sweep_dir)
     written = []
     for row in point_states(sweep_dir, manifest):
-        job = row["slurm"]
-        if row["fresh_record"] or not job or job["state"] in slurm.ACTIVE or job["state"] == "unknown":
+        job = row["job_state"]
+        if row["fresh_record"] or not job or job["state"] in ACTIVE or job["state"] == "unknown":
             continue
         if job["exit_code"].endswith(f":{int(signal.SIGUSR2)}"):  # submitit's time-limit signal came before its handler
             job = {**job, "state": "timeout"}
-        tail = "\n".join(_tail(p) for p in slurm.log_paths(sweep_dir, row["job"]))
+        sched = _scheduler(row["kind"])
+        tail = "\n".join(_tail(p) for p in sched.log_paths(sweep_dir, row["job"]))
         message = {"timeout": "killed at the job's time limit", "cancelled": "job cancelled or preempted",
                    "oom": "killed for exceeding its memory request"}.get(
             job["state"], "job ended without writing a record")
         failure_record(manifest.spec(row["point_id"]), str(sweep_dir), status=job["state"], job_id=row["job"],
                        start_time=row["submitted"],
                        nodes=[job["nodes"]] if job["nodes"] and job["nodes"] != "None assigned" else None,
-                       error=records.error_info(type_=f"Slurm{job['slurm_state'].title().replace('_', '')}",
-                                                message=f"{message} (sacct: {job['slurm_state']}, exit code "
+                       error=records.error_info(type_=f"{sched.kind.title()}{job['native'].title().replace('_', '')}",
+                                                message=f"{message} ({sched.source}: {job['native']}, exit code "
                                                         f"{job['exit_code']}, elapsed {job['elapsed']}, node(s) "
                                                         f"{job['nodes']})", log_tail=tail))
         written.append(row["point_id"])

@@ -5,7 +5,6 @@ receives every point at once; without it, the overrides name one point.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,15 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import conf, files, plan, submit, sweepdir
+from jobs import conf, files, plan, schedulers, status, submit, sweepdir
 from jobs.config import point_config
-from jobs.finish import finish, prepare
+from jobs.finish import after_sweep, prepare
 from jobs.manifest import Manifest, ManifestError
-from jobs.schedulers import KINDS
+from jobs.schedulers.base import Limits, Submission
 
 
 class SubmissionFailed(RuntimeError):
-    """Slurm refused or never got some arrays (the message says which were sent), or the report job failed."""
+    """The scheduler refused or never got some arrays (the message says which were sent), or the report job failed."""
 
 
 class PointsFailed(RuntimeError):
@@ -40,24 +39,23 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         if len(values) > 1:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
     cluster = first["cluster"]
-    if cluster["kind"] not in KINDS:
-        raise plan.SweepRejected([("cluster", f"cluster.kind={cluster['kind']!r} is not a scheduler; allowed: "
-                                              f"{', '.join(KINDS)}")])
+    try:
+        sched = schedulers.get(cluster["kind"])
+    except ValueError as exc:
+        raise plan.SweepRejected([("cluster", str(exc))]) from None
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
     here = [p for p in points if p.elsewhere is None]
     manifest = Manifest(sweep_dir)
-    active, earlier = _queued(manifest) if cluster["kind"] == "slurm" else ({}, {})
+    active, earlier = _queued(manifest)
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
     groups = plan.groups(todo)
     limits = None
-    if cluster["kind"] == "slurm" and groups:
-        from jobs.schedulers import slurm
-
-        problems = slurm.check(groups, cluster)
+    if groups:
+        problems = sched.check(groups, cluster)
         if problems:
             raise plan.SweepRejected(problems)
-        limits = slurm.limits(cluster.get("account"), cluster.get("limits"))
-    queued = f"{len(busy)} queued or running (skipped), " if cluster["kind"] == "slurm" else ""
+        limits = sched.limits(cluster)
+    queued = "" if sched.waits else f"{len(busy)} queued or running (skipped), "
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
           f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
     for note in sorted({p.params["engine_note"] for p in points if p.params.get("engine_note")}):
@@ -79,33 +77,28 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
             files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
-        if cluster["kind"] == "local":
-            # While a worker starts (imports torch), the report's libraries load beside it (finish.prepare).
-            status = submit.run_local(groups, sweep_dir, cluster, manifest, entry,
-                                      started=prepare if first["sweep"]["report"] else None)
-            if first["sweep"]["report"] and here:
-                finish(sweep_dir)
-            _raise_if_failed({p.point_id: p for p in todo}, status)
-            return points
-        report = first["sweep"]["report"]
+        report = first["sweep"]["report"] and (bool(here) or not sched.waits)
         active_jobs = sorted({t.split("_")[0] for t in active.values()})
-        if groups:
-            try:
-                refused = submit.submit_slurm(groups, sweep_dir, cluster, manifest, entry, report=report,
-                                              limits=limits, active_jobs=active_jobs,
-                                              superseded=earlier["pending_reports"])
-            except KeyboardInterrupt:
-                sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
-                print(f"interrupted: {sent} of {len(entry['groups'])} array(s) submitted; python -m jobs.status "
-                      f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
-                sys.exit(130)
-        else:
-            refused = _attach_report(sweep_dir, cluster, manifest, entry, active_jobs, earlier) if report else []
+        # While a local worker starts (imports torch), the report's libraries load beside it (finish.prepare).
+        sub = Submission(groups, sweep_dir, cluster, manifest, entry, limits=limits or Limits(),
+                         report=after_sweep if report else None, active_jobs=active_jobs,
+                         superseded=earlier["pending_reports"], started=prepare if report else None)
+        try:
+            outcome = sched.submit(sub)
+        except KeyboardInterrupt:
+            if sched.waits:   # the points ran here: the records of those that ended are kept
+                raise
+            sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
+            print(f"interrupted: {sent} of {len(entry['groups'])} array(s) submitted; python -m jobs.status "
+                  f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
+            sys.exit(130)
+        if sched.waits:
+            _raise_if_failed({p.point_id: p for p in todo}, outcome.statuses)
+            return points
+        refused = outcome.refused
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
     if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
-        from jobs import status
-
         counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
         print(f"done: {status.summary_line(counts)}")
         line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
@@ -134,32 +127,14 @@ def _raise_if_failed(points: dict[str, plan.Point], status: dict[str, str]) -> N
 
 
 def _queued(manifest: Manifest) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """From an earlier submission of this sweep: (point id -> task of points queued or running,
-    {"pending_reports": report jobs still pending, "reports": every report job}). One squeue + one sacct."""
+    """From earlier submissions of this sweep: (point id -> task of points queued or running,
+    {"pending_reports": report jobs still pending, "reports": every report job}). One poll per scheduler kind."""
     reports = manifest.report_jobs()
-    if not manifest.path.exists() or not shutil.which("squeue"):
+    if not manifest.path.exists():
         return {}, {"pending_reports": [], "reports": reports}
-    from jobs.schedulers import slurm
-    from jobs.status import job_states
-
-    jobs = job_states(manifest, extra=tuple(reports))
-    pending = [j for j in reports if slurm.report_state(jobs.get(j)) == "pending"]
+    jobs = status.job_states(manifest, extra=tuple(reports))
+    pending = [j for j in reports if status.report_state(manifest, jobs, j) == "pending"]
     return submit.active_points(manifest, jobs), {"pending_reports": pending, "reports": reports}
-
-
-def _attach_report(sweep_dir: Path, cluster: dict[str, Any], manifest: Manifest, entry: dict,
-                   active_jobs: list[str], earlier: dict[str, list[str]]) -> list[str]:
-    """Nothing new to send, but jobs of an earlier run are queued: give them a report job if none is pending
-    (a submission cut off before its report job)."""
-    if not active_jobs or earlier["pending_reports"]:
-        return []
-    from jobs.schedulers import slurm
-
-    try:
-        submit.submit_report(sweep_dir, cluster, manifest, entry, active_jobs)
-    except slurm.SlurmError as exc:
-        return [f"report job: Slurm refused it: {exc}; the same command submits it"]
-    return []
 
 
 def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfig | None = None) -> None:

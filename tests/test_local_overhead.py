@@ -55,6 +55,8 @@ def test_the_local_scheduler_says_which_workers_run_as_each_starts(tmp_path, mon
     seen = []
 
     class Job:
+        job_id = "1"
+
         def __init__(self, specs, sweep_dir):
             from jobs import records
 

@@ -45,6 +45,8 @@ def test_a_worker_runs_its_group_model_by_model_unless_isolation_is_process():
 class _Job:
     """A worker that writes an ok record for each of its points until it reaches one in `crash`, then dies."""
 
+    job_id = "1"
+
     def __init__(self, specs, sweep_dir, crash):
         self.ran = []
         for spec in specs:
@@ -176,9 +178,10 @@ def test_shared_workers_write_the_records_one_process_per_point_writes(tmp_path)
 def test_slurm_array_tasks_of_several_points_and_their_exact_states(make_cfg, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from jobs import status, submit
+    from jobs import status
     from jobs.manifest import Manifest
     from jobs.schedulers import slurm
+    from jobs.schedulers.base import Submission
 
     sent = []
 
@@ -192,8 +195,8 @@ def test_slurm_array_tasks_of_several_points_and_their_exact_states(make_cfg, tm
     pts = [replace(base, point_id=f"{i:012x}") for i in range(7)]
     m = Manifest(tmp_path)
     entry = m.begin(pts, cluster=cfg["cluster"], argv=["x"])
-    assert submit.submit_slurm({"g": pts}, tmp_path, cfg["cluster"], m, entry, report=False,
-                               limits=slurm.Limits(max_array_size=2, max_submit_jobs=None)) == []
+    assert slurm.SCHEDULER.submit(Submission({"g": pts}, tmp_path, cfg["cluster"], m, entry,
+                                             limits=slurm.Limits(max_array_size=2, max_submit_jobs=None))).refused == []
     # 7 points, 3 per task: tasks of 3, 3 and 1; MaxArraySize=2 tasks: two arrays (6 points, then 1)
     assert [[len(specs) for specs, *_ in args] for fn, args, r in sent] == [[3, 3], [1]]
     assert all(fn is run_task for fn, _, _ in sent)
@@ -204,7 +207,7 @@ def test_slurm_array_tasks_of_several_points_and_their_exact_states(make_cfg, tm
     first = pts[0].spec()
     records.write_point_record(records.record_path(tmp_path / "points", first["point_id"]), records.make_record(
         point=first, status="ok", provenance=records.provenance(start_time=records.now())))
-    running = {"state": "running", "slurm_state": "RUNNING", "exit_code": "", "elapsed": "", "nodes": "n"}
+    running = {"state": "running", "native": "RUNNING", "exit_code": "", "elapsed": "", "nodes": "n"}
     rows = {r["point_id"]: r for r in status.point_states(tmp_path, Manifest.load(tmp_path),
                                                           jobs={"101_0": running})}
     assert [rows[p.point_id]["state"] for p in pts[:3]] == ["ok", "running", "pending"]

@@ -5,8 +5,9 @@ from dataclasses import replace
 import pytest
 
 from jobs import cluster, conf, plan, records, status, submit
+from jobs.finish import after_sweep
 from jobs.manifest import Manifest
-from jobs.schedulers import slurm
+from jobs.schedulers import base, batch, slurm, slurm_site
 from jobs.submit import elsewhere_commands
 
 
@@ -63,9 +64,9 @@ def test_states_come_from_fresh_records_then_jobs(make_cfg, tmp_path):
     fresh = records.make_record(point=pts[1].spec(), status="ok", provenance=records.provenance(
         start_time=records.now()))
     records.write_record(records.record_path(tmp_path / "points", pts[1].point_id), fresh)
-    jobs = {"7_0": {"state": "running", "slurm_state": "RUNNING", "exit_code": "0:0"},
-            "7_1": {"state": "failed", "slurm_state": "COMPLETED", "exit_code": "0:0"},
-            "7_2": {"state": "timeout", "slurm_state": "TIMEOUT", "exit_code": "0:0"}}
+    jobs = {"7_0": {"state": "running", "native": "RUNNING", "exit_code": "0:0"},
+            "7_1": {"state": "failed", "native": "COMPLETED", "exit_code": "0:0"},
+            "7_2": {"state": "timeout", "native": "TIMEOUT", "exit_code": "0:0"}}
     rows = {r["point_id"]: r for r in status.point_states(tmp_path, m, jobs=jobs)}
     assert rows[pts[0].point_id]["state"] == "running"       # its record predates this submission
     assert rows[pts[1].point_id]["state"] == "ok"            # fresh record wins over sacct
@@ -99,8 +100,8 @@ def test_points_of_other_clusters_are_listed_with_their_command(make_cfg):
 def test_run_dirs_copied_from_two_clusters_merge(make_cfg, tmp_path):
     from analysis.aggregate import aggregate
 
-    for site, hw, batch in (("gpu-site", "h100", 1), ("gaudi-site", "gaudi3", 1), ("gpu-site", "h100", 2)):
-        p = _point(make_cfg, f"hardware={hw}", f"workload.batch_size={batch}", "cards=8")
+    for site, hw, size in (("gpu-site", "h100", 1), ("gaudi-site", "gaudi3", 1), ("gpu-site", "h100", 2)):
+        p = _point(make_cfg, f"hardware={hw}", f"workload.batch_size={size}", "cards=8")
         rec = records.make_record(point=p.spec(), status="ok", samples={"latency_s": [1.0, 2.0]},
                                   provenance=records.provenance(start_time=records.now()))
         records.write_record(records.record_path(tmp_path / site / "runs/sw/points", p.point_id), rec)
@@ -139,25 +140,25 @@ def _many(make_cfg, n, *overrides):
 
 def test_groups_split_at_max_array_size_with_readable_names(make_cfg):
     pts = _many(make_cfg, 252, "hardware=h100", "cards=2", "sweep.name=my.sweep_1")
-    planned = submit.arrays({"k": pts}, 101)
+    planned = batch.arrays({"k": pts}, 101)
     assert [len(a[2]) for a in planned] == [101, 101, 50]
     assert [a[0] for a in planned] == ["k-1", "k-2", "k-3"]
     assert [a[1] for a in planned] == ["my.sweep_1-h100x2-1", "my.sweep_1-h100x2-2", "my.sweep_1-h100x2-3"]
     assert [p for a in planned for p in a[2]] == pts                     # every point once, in order
-    assert submit.arrays({"k": pts[:101]}, 101)[0][:2] == ("k", "my.sweep_1-h100x2")
-    assert submit.arrays({"k": pts}, None)[0][2] == pts                 # limit unknown: one array
-    long = submit.job_name("x" * 200, "gaudi3x8-12")
-    assert len(long) == submit.NAME_MAX and long.endswith("-gaudi3x8-12")
+    assert batch.arrays({"k": pts[:101]}, 101)[0][:2] == ("k", "my.sweep_1-h100x2")
+    assert batch.arrays({"k": pts}, None)[0][2] == pts                 # limit unknown: one array
+    long = base.job_name("x" * 200, "gaudi3x8-12")
+    assert len(long) == base.NAME_MAX and long.endswith("-gaudi3x8-12")
 
 
 def test_fit_sends_what_the_submit_limit_allows(make_cfg):
     a, b = _many(make_cfg, 3), _many(make_cfg, 4)
-    send, held = submit.fit({"a": a, "b": b}, 5)
+    send, held = batch.fit({"a": a, "b": b}, 5)
     assert send == {"a": a, "b": b[:2]} and held == {"b": b[2:]}
-    assert submit.fit({"a": a}, None) == ({"a": a}, {})
-    assert submit.fit({"a": a}, 0) == ({}, {"a": a})
+    assert batch.fit({"a": a}, None) == ({"a": a}, {})
+    assert batch.fit({"a": a}, 0) == ({}, {"a": a})
     lim = slurm.Limits(max_submit_jobs=6, queued=2)
-    assert lim.room == 4 and submit._room(lim, report=True) == 3 and slurm.Limits().room is None
+    assert lim.room == 4 and batch.room(lim, report=True) == 3 and slurm.Limits().room is None
 
 
 ASSOC_MGR = """Current Association Manager state
@@ -188,9 +189,9 @@ def test_site_limits_from_scontrol(monkeypatch):
 
 
 def test_report_job_completed_is_ok():
-    assert slurm.report_state({"slurm_state": "COMPLETED"}) == "ok"
-    assert slurm.report_state({"slurm_state": "FAILED"}) == "failed"
-    assert slurm.report_state({"slurm_state": "PENDING"}) == "pending"
+    assert slurm.report_state({"native": "COMPLETED"}) == "ok"
+    assert slurm.report_state({"native": "FAILED"}) == "failed"
+    assert slurm.report_state({"native": "PENDING"}) == "pending"
     assert slurm.STATES["COMPLETED"] == "failed"                         # a point's job must leave a record
     assert slurm.report_state(None) is None
 
@@ -227,8 +228,8 @@ def _submit(make_cfg, tmp_path, monkeypatch, fake, limits, n=10, **kw):
     pts = _many(make_cfg, n)
     m = Manifest(tmp_path)
     entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
-    refused = submit.submit_slurm({"g": pts}, tmp_path, make_cfg("cluster=localslurm")["cluster"], m, entry,
-                                  report=True, limits=limits, **kw)
+    refused = slurm.SCHEDULER.submit(base.Submission({"g": pts}, tmp_path, make_cfg("cluster=localslurm")["cluster"],
+                                                     m, entry, limits=limits, report=after_sweep, **kw)).refused
     return pts, refused
 
 
@@ -331,14 +332,14 @@ def _rows():
 
 def test_init_maps_hardware_by_gres_type_and_partition_name():
     hw = conf.group("hardware")
-    found, _ = cluster.match(hw["h100"], _rows())
+    found, _ = slurm_site.match(hw["h100"], _rows())
     assert found["partition"] == "gpu" and found["gres"] == ("gpu", "h100", 4)
-    found, _ = cluster.match(hw["a100"], _rows())
+    found, _ = slurm_site.match(hw["a100"], _rows())
     assert found["gres"] == ("gpu", "a100", 8)
-    found, _ = cluster.match(hw["gaudi3"], _rows())                      # hpu, partition named like the family
+    found, _ = slurm_site.match(hw["gaudi3"], _rows())                      # hpu, partition named like the family
     assert found["partition"] == "gaudi" and found["gres"] == ("hpu", None, 8)
-    assert cluster.match(hw["mi300x"], _rows()) == (None, ["misc"])      # an untyped gpu says nothing more
-    assert cluster.per_card(_rows(), "gpu", 8) == (8, 62)
+    assert slurm_site.match(hw["mi300x"], _rows()) == (None, ["misc"])      # an untyped gpu says nothing more
+    assert slurm_site.per_card(_rows(), "gpu", 8) == (8, 62)
 
 
 def test_init_writes_a_cluster_file_hydra_loads(tmp_path, monkeypatch, make_cfg):

@@ -185,7 +185,7 @@ def _wait_running(tasks: list[str], timeout=120):
         from jobs.schedulers import slurm
 
         s = slurm.states(tasks)
-        if all(s.get(t, {}).get("slurm_state") == "RUNNING" for t in tasks):
+        if all(s.get(t, {}).get("native") == "RUNNING" for t in tasks):
             return
         time.sleep(1)
     raise AssertionError(f"jobs {tasks} did not start: {s}")

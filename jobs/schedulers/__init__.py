@@ -1,6 +1,8 @@
-"""Where points run. One module per scheduler kind (the `kind` of a cluster config).
+"""Where points run: one module per scheduler kind (the `kind` of a cluster file), each a `Scheduler` (base.py).
 
-  local: submitit's local executor on this machine; the sweep waits for every point.
-  slurm: one sbatch call (a job array) per resource group; the sweep returns once submitted.
+  local: submitit's local executor on this machine; the sweep runs every point and waits.
+  slurm: one sbatch call (a job array) per resource group, then the report job; the sweep returns once submitted.
 """
-KINDS = ("local", "slurm")
+from jobs.schedulers.base import KINDS, Scheduler, SchedulerError, get
+
+__all__ = ["KINDS", "Scheduler", "SchedulerError", "get"]

@@ -1,16 +1,29 @@
 """This machine: a submitit local process per group of points that share a model (isolation=group) or per point
-(isolation=process), at most `max_parallel` at once; the caller waits."""
+(isolation=process), at most `max_parallel` at once; the caller waits.
+
+What runs is on disk for jobs.status and jobs.cancel (other processes): runs/<sweep>/local/<job>.jsonl holds the
+sweep process's identity and each point's state, a line per change (Journal). A run is one job, `local-<pid>-<start
+time>`; its point i is task `<job>_i`. Cancelling it creates the sweep's stop file (watchdog): the sweep and its
+workers stop as on Ctrl-C, and the running points write `cancelled` records.
+"""
 from __future__ import annotations
 
+import json
+import os
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jobs import records, watchdog
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import failure_record, run_point, run_points
+from jobs.schedulers.base import ACTIVE, JobState, Outcome, Scheduler, Submission, group_label, job_name
+
+JOURNALS = "local"   # in the sweep directory
 
 
 def _executor(resources: Resources, folder: Path, points: int = 1):
@@ -45,7 +58,7 @@ def settle(job, point: Point, sweep_dir: Path, elapsed_s: float, *, cancelled: b
     except Exception as e:  # submitit raises when the job left no result at all
         exc = e
     message = {"timeout": f"time limit of {point.resources.time_min} min reached",
-               "cancelled": "the sweep was interrupted (Ctrl-C or SIGTERM) while this point ran"}.get(
+               "cancelled": "the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) while this point ran"}.get(
         status, f"its worker process ended without writing a record: {type(exc).__name__ if exc else 'no exception'}: {exc}")
     try:
         failure_record(point.spec(), str(sweep_dir), status=status, start_time=point.submitted,
@@ -98,14 +111,83 @@ def _ran(job) -> int | None:
     return len(result) if isinstance(result, list) else None
 
 
-def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, started=None) -> dict[str, str]:
+class Journal:
+    """A local run's points and their states, appended to as they change: runs/<sweep>/local/<job>.jsonl. The
+    first line is {job, owner (watchdog.identity of the sweep process), tasks: point id -> task}; each further
+    line {task, state, worker}: pending, running (in the submitit job `worker`) or the point's status."""
+
+    def __init__(self, sweep_dir: Path, owner: dict[str, Any], points: list[Point]):
+        self.owner = owner
+        self.job = f"local-{owner['pid']}-{owner['start'] or int(time.time())}"
+        self.tasks = {p.point_id: f"{self.job}_{i}" for i, p in enumerate(points)}
+        self.path = path(sweep_dir, self.job)
+        self.path.parent.mkdir(exist_ok=True)
+        self._fh = open(self.path, "w")   # noqa: SIM115  (open for the whole run: a line per change)
+        self._write({"job": self.job, "owner": owner, "tasks": self.tasks})
+
+    def _write(self, line: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(line) + "\n")
+        self._fh.flush()   # for readers in other processes; a lost last line only delays what they see
+
+    def set(self, points: list[Point], state: str, worker: str | None = None) -> None:
+        for p in points:
+            self._write({"task": self.tasks[p.point_id], "state": state, "worker": worker})
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+@dataclass
+class Seen:
+    """A local job as its journal tells it."""
+
+    owner: dict[str, Any]
+    states: dict[str, str]    # task -> state
+    workers: dict[str, str]   # task -> the submitit job that ran it
+
+    def running(self) -> bool:
+        """Its sweep process runs (on another host: one of its points is pending or running)."""
+        if self.owner.get("host") == socket.gethostname():
+            return watchdog.alive(self.owner)
+        return any(s in ACTIVE for s in self.states.values())
+
+
+def path(sweep_dir: Path, job: str) -> Path:
+    return Path(sweep_dir) / JOURNALS / f"{job}.jsonl"
+
+
+def read(sweep_dir: Path, job: str) -> Seen | None:
+    """A local job from its journal, or None without one (a torn last line is skipped)."""
+    try:
+        lines = path(sweep_dir, job).read_text().splitlines()
+    except OSError:
+        return None
+    seen = None
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            if seen is None:
+                seen = Seen(entry["owner"], {t: "pending" for t in entry["tasks"].values()}, {})
+            else:
+                seen.states[entry["task"]] = entry["state"]
+                if entry.get("worker"):
+                    seen.workers[entry["task"]] = entry["worker"]
+        except (ValueError, KeyError, TypeError):
+            continue
+    return seen
+
+
+def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, started=None,
+        journal: Journal | None = None) -> dict[str, str]:
     """Run every point on this machine, at most `max_parallel` workers at once; point id -> status.
     `started(points of each running worker)`, if given, is called each time a worker process has started.
+    `journal`: where the points' states go (by default a new one in `sweep_dir`).
 
     A worker that ends before its last point (a crash, a hang past the time limit) costs the point it was
     running: that point gets a record saying so and a new worker takes the rest.
-    On Ctrl-C or SIGTERM the running points are cancelled (each writes a `cancelled` record), the others are not
-    started, and KeyboardInterrupt is raised again; workers stop by themselves if this process is killed."""
+    On Ctrl-C, SIGTERM or the stop file (jobs.cancel) the running points are cancelled (each writes a `cancelled`
+    record), the others are not started, and KeyboardInterrupt is raised; workers stop by themselves if this
+    process is killed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from jobs.progress import console
@@ -114,7 +196,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     total = sum(len(pts) for _, pts in queue)
     running: list[_Running] = []
     status: dict[str, str] = {}
-    owner = watchdog.identity(sweep_dir)
+    journal = journal or Journal(sweep_dir, watchdog.identity(sweep_dir), [p for _, pts in queue for p in pts])
+    owner = journal.owner
 
     def pending() -> int:
         return sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
@@ -125,6 +208,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     def done(point: Point, st: str, elapsed: float, progress) -> None:
         status[point.point_id] = st
+        journal.set([point], st)
         progress.console.print(f"[{len(status)}/{total}] {st:<9} {point.point_id}  {point.label}  ({elapsed:.1f} s)")
         progress.update(bar, advance=1)
 
@@ -145,6 +229,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
             return
         running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
+        journal.set(pts[:1], "running", job.job_id)
         if started is not None:
             started([w.points for w in running])
 
@@ -154,6 +239,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                                                          p.submitted)) is not None:
             now = time.monotonic()
             done(w.points.pop(0), rec["status"], now - w.t0, progress)
+            journal.set(w.points[:1], "running", w.job.job_id)
             w.t0 = now
 
     def advance(w: _Running, progress) -> None:
@@ -171,6 +257,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 elapsed = time.monotonic() - w.t0
                 done(p, settle(w.job, p, sweep_dir, elapsed), elapsed, progress)
             if w.points[blamed:]:   # before anything else
+                journal.set(w.points[blamed:blamed + 1], "pending")
                 queue.insert(0, (w.key, w.points[blamed:]))
 
     previous = signal.getsignal(signal.SIGINT), signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
@@ -180,6 +267,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             bar = progress.add_task(describe(), total=total)
             try:
                 while queue or running:
+                    if os.path.exists(owner["stop"]):   # jobs.cancel
+                        raise KeyboardInterrupt("cancelled")
                     while queue and len(running) < max(1, max_parallel):
                         start(*queue.pop(0), progress)
                     for w in running[:]:   # advance() removes ended workers
@@ -204,10 +293,82 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                         elapsed = time.monotonic() - w.t0
                         done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed, cancelled=True), elapsed,
                              progress)
+                journal.set([p for _, pts in queue for p in pts] + [p for w in running for p in w.points[1:]],
+                            "cancelled")   # not started; they have no record
                 progress.update(bar, description=describe())
                 raise
     finally:
+        journal.close()
         watchdog.release(owner)
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
     return status
+
+
+class Local(Scheduler):
+    kind = "local"
+    waits = True
+    source = "the local journal"
+
+    def check(self, groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
+        return []   # this machine's devices and cores are checked per point (jobs.plan.check_point)
+
+    def submit(self, sub: Submission) -> Outcome:
+        """Run the points here (run()), then sub.report in this process."""
+        statuses: dict[str, str] = {}
+        points = [p for pts in sub.groups.values() for p in pts]
+        if points:
+            journal = Journal(sub.sweep_dir, watchdog.identity(sub.sweep_dir), points)
+            for key, pts in sub.groups.items():
+                sub.manifest.add_group(sub.entry, key, pts, submitted=records.now(),
+                                       name=job_name(pts[0].sweep, group_label(pts)), job_id=journal.job,
+                                       tasks=[journal.tasks[p.point_id] for p in pts], save=False)
+            sub.manifest.save()
+            statuses = run(sub.groups, sub.sweep_dir, max_parallel=sub.cluster["max_parallel"], started=sub.started,
+                           journal=journal)
+        if sub.report is not None:
+            sub.report(str(sub.sweep_dir))
+        return Outcome(statuses=statuses)
+
+    def poll(self, sweep_dir: Path, job_ids: list[str]) -> dict[str, JobState]:
+        """A task's state from its journal; one still pending or running when its sweep is gone (killed) ended
+        cancelled (`native` SWEEP_GONE). A bare job id: running or pending while any of its points is."""
+        out: dict[str, JobState] = {}
+        seen: dict[str, Seen | None] = {}
+        for jid in job_ids:
+            job = jid.split("_")[0]
+            if job not in seen:
+                seen[job] = read(sweep_dir, job)
+            if (s := seen[job]) is None or (jid != job and jid not in s.states):
+                continue
+            mine = [s.states[jid]] if jid != job else list(s.states.values())
+            state = next((a for a in ("running", "pending") if a in mine), None) or \
+                next((a for a in mine if a != "ok"), "ok")
+            gone = state in ACTIVE and not s.running()
+            out[jid] = {"state": "cancelled" if gone else state, "native": "SWEEP_GONE" if gone else state.upper(),
+                        "exit_code": "", "elapsed": "", "nodes": s.owner.get("host") or ""}
+        return out
+
+    def cancel(self, sweep_dir: Path, job_ids: list[str], timeout_s: float = 120) -> list[str]:
+        """Create the stop file of each job that runs (its sweep interrupts itself as on Ctrl-C), then wait up to
+        `timeout_s` until their sweep processes ended."""
+        jobs = sorted({j.split("_")[0] for j in job_ids})
+        targets = [j for j, s in self.poll(sweep_dir, jobs).items() if s["state"] in ACTIVE]
+        for job in targets:
+            watchdog.stop(read(sweep_dir, job).owner)
+        deadline = time.monotonic() + timeout_s
+        while any(read(sweep_dir, j).running() for j in targets) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return targets
+
+    def log_paths(self, sweep_dir: Path, job_id: str) -> list[Path]:
+        """The submitit logs of the worker that ran the task."""
+        seen = read(sweep_dir, job_id.split("_")[0])
+        worker = seen.workers.get(job_id) if seen else None
+        if worker is None:
+            return []
+        base = Path(sweep_dir) / "submitit" / worker
+        return [base / f"{worker}_0_log.out", base / f"{worker}_0_log.err"]
+
+
+SCHEDULER = Local()

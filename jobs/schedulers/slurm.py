@@ -1,8 +1,8 @@
 """Slurm through submitit: job arrays per resource group (split at MaxArraySize), states from one squeue and
 one sacct call.
 
-Only this module runs Slurm commands (sbatch through submitit; sinfo,
-sacctmgr, scontrol, squeue, sacct and scancel directly).
+Only this module (and slurm_site, which describes a site for `python -m jobs.cluster init`) runs Slurm commands
+(sbatch through submitit; sinfo, sacctmgr, scontrol, squeue, sacct and scancel directly).
 """
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jobs.plan import Point, Resources, parse_duration, report_resources
+from jobs.schedulers import slurm_site
+from jobs.schedulers.base import ACTIVE, JobState, Limits, SchedulerError
+from jobs.schedulers.batch import BatchScheduler, by_task, points_per_task, task_resources
+from jobs.schedulers.slurm_site import _slurm_minutes, parse_gres
 
 # sacct state -> accelsweep state. A job that ended COMPLETED without a record failed in a way we did not see.
 STATES = {
@@ -28,7 +32,6 @@ STATES = {
     "OUT_OF_MEMORY": "oom", "TIMEOUT": "timeout", "DEADLINE": "timeout",
     "CANCELLED": "cancelled", "PREEMPTED": "cancelled", "REVOKED": "cancelled",
 }
-ACTIVE = {"pending", "running"}
 # The report job writes no record: its own exit status is its outcome.
 REPORT_STATES = {**STATES, "COMPLETED": "ok"}
 # sbatch messages that mean the controller is out of reach: the arrays after this one would fail the same way.
@@ -41,7 +44,7 @@ UNREACHABLE = ("Unable to contact slurm controller", "Socket timed out", "Connec
 SUBMIT_LIMIT = ("AssocMaxSubmitJobLimit", "QOSMaxSubmitJobPerUserLimit", "job submit limit")
 
 
-class SlurmError(RuntimeError):
+class SlurmError(SchedulerError):
     """A Slurm command failed; the message is Slurm's."""
 
 
@@ -58,29 +61,6 @@ def _run(cmd: list[str], timeout: float = 60) -> str:
 
 
 # ---- what the cluster offers -------------------------------------------------------------------------------
-
-def _slurm_minutes(text: str) -> int | None:
-    """sinfo's time limit ('2:00:00', '1-00:00:00', '30:00', 'infinite') in minutes."""
-    text = text.strip()
-    if text.lower() in ("infinite", "unlimited", "n/a", ""):
-        return None
-    days, _, rest = text.rpartition("-")
-    parts = [int(x) for x in rest.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts[-3:]
-    return (int(days or 0) * 24 + h) * 60 + m + (1 if s else 0)
-
-
-def parse_gres(text: str) -> list[tuple[str, str | None, int]]:
-    """'gpu:h100:8(S:0-1),hpu:8' -> [('gpu', 'h100', 8), ('hpu', None, 8)]; '(null)' -> []."""
-    out = []
-    for item in text.split(","):
-        fields = item.split("(")[0].strip().split(":")
-        if len(fields) in (2, 3) and fields[-1].isdigit():
-            out.append((fields[0], fields[1] if len(fields) == 3 else None, int(fields[-1])))
-    return out
-
 
 def nodes() -> list[dict[str, Any]]:
     """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time.
@@ -152,8 +132,6 @@ def check(groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple
         parts = partitions()
     except SlurmError as exc:
         return [("cluster", f"cannot list partitions of cluster={cluster['name']}: {exc}")]
-    from jobs.submit import by_task, points_per_task, task_resources
-
     assocs = _associations()
     problems: list[tuple[str, str]] = []
     k = points_per_task(cluster, groups)
@@ -257,21 +235,6 @@ def _check_association(r: Resources, assocs: list[dict[str, Any]] | None) -> lis
         return [f"qos {r.qos!r} is not allowed for {whose} on partition {r.partition}; allowed: "
                 f"{', '.join(sorted(allowed))}"]
     return []
-
-
-@dataclass
-class Limits:
-    """What the site lets this user queue; None where unknown or unlimited."""
-
-    max_array_size: int | None = None   # tasks per array (Slurm's MaxArraySize: indices 0..N-1)
-    max_submit_jobs: int | None = None  # pending + running jobs of this association, array tasks counted one by one
-    queued: int | None = None           # of those, how many this user has now
-
-    @property
-    def room(self) -> int | None:
-        if self.max_submit_jobs is None:
-            return None
-        return max(0, self.max_submit_jobs - (self.queued or 0))
 
 
 def max_array_size() -> int | None:
@@ -393,7 +356,7 @@ def _expand(job_id: str) -> list[str]:
 
 
 def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
-    """Job or array-task id -> {state, slurm_state, exit_code, elapsed, nodes}.
+    """Job or array-task id -> {state, native (sacct's state), exit_code, elapsed, nodes}.
 
     One squeue call (queued and running jobs: slurmctld knows them at once) and one sacct call (how the
     others ended: slurmdbd may lag behind a large submission by seconds)."""
@@ -421,22 +384,83 @@ def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
 
 def report_state(job: dict[str, str] | None) -> str | None:
     """The report job's state: it writes no record, so COMPLETED means it succeeded."""
-    return REPORT_STATES.get(job["slurm_state"], "unknown") if job else None
+    return REPORT_STATES.get(job["native"], "unknown") if job else None
 
 
 def _put(out: dict, jid: str, state: str, **facts: str) -> None:
-    slurm_state = state.split()[0] if state else "UNKNOWN"
+    native = state.split()[0] if state else "UNKNOWN"
     for task in _expand(jid.strip()):
-        out[task] = {"state": STATES.get(slurm_state, "unknown"), "slurm_state": slurm_state, **facts}
+        out[task] = {"state": STATES.get(native, "unknown"), "native": native, **facts}
 
 
-def cancel(job_ids: list[str]) -> None:
-    arrays = sorted({j.split("_")[0] for j in job_ids})
+def cancel(job_ids: list[str]) -> list[str]:
+    """scancel those of `job_ids` (jobs or arrays) that are queued or running, or not in sacct yet (just submitted);
+    returns them. scancel fails on ended jobs."""
+    known = states(job_ids)
+    ended = {t.split("_")[0] for t, s in known.items() if s["state"] not in ACTIVE}
+    running = {t.split("_")[0] for t, s in known.items() if s["state"] in ACTIVE}
+    targets = [j for j in job_ids if j in running or j not in ended]
+    arrays = sorted({j.split("_")[0] for j in targets})
     if arrays:
         _run(["scancel", *arrays])
+    return targets
 
 
 def log_paths(sweep_dir: Path, job_id: str) -> list[Path]:
     """submitit's stdout/stderr files of a job (task 0)."""
     base = sweep_dir / "slurm" / job_id
     return [base / f"{job_id}_0_log.out", base / f"{job_id}_0_log.err"]
+
+
+class Slurm(BatchScheduler):
+    kind = "slurm"
+    name = "Slurm"
+    command = "sbatch"
+    source = "sacct"
+
+    def check(self, groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
+        return check(groups, cluster)
+
+    def limits(self, cluster: dict[str, Any]) -> Limits:
+        return limits(cluster.get("account"), cluster.get("limits"))
+
+    def submit_group(self, fn: Callable, args: list[tuple], r: Resources, name: str, sweep_dir: Path,
+                     cluster: dict[str, Any], after: list[str] = ()) -> list[str]:
+        return submit_group(fn, args, r, name, sweep_dir, cluster,
+                            **({"dependency": "afterany:" + ":".join(after)} if after else {}))
+
+    def stops(self, exc: SchedulerError) -> bool:
+        return any(m in str(exc) for m in UNREACHABLE + SUBMIT_LIMIT)
+
+    def script(self, r: Resources, n_tasks: int, name: str, sweep_dir: Path, cluster: dict[str, Any]) -> str:
+        return script(r, n_tasks, name, folder(sweep_dir), cluster)
+
+    def poll(self, sweep_dir: Path, job_ids: list[str]) -> dict[str, JobState]:
+        return states(job_ids)
+
+    def cancel(self, sweep_dir: Path, job_ids: list[str]) -> list[str]:
+        return cancel(job_ids)
+
+    def log_paths(self, sweep_dir: Path, job_id: str) -> list[Path]:
+        return log_paths(sweep_dir, job_id)
+
+    def report_state(self, job: JobState | None) -> str | None:
+        return report_state(job)
+
+    def describe_site(self, name: str) -> str:
+        rows = nodes()
+        if not rows:
+            raise SlurmError("sinfo lists no partitions")
+        default_account, accounts = user_accounts()
+        try:
+            max_array = max_array_size()
+        except SlurmError:
+            max_array = None
+        try:
+            max_submit, _ = submit_limit(default_account)
+        except SlurmError:
+            max_submit = None
+        return slurm_site.describe(name, rows, default_account, accounts, max_array, max_submit)
+
+
+SCHEDULER = Slurm()

@@ -1,0 +1,107 @@
+"""A local sweep through the scheduler interface: jobs.status sees its running points, jobs.cancel stops it, wait
+waits for it; and a local job whose sweep was killed reads as cancelled."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from jobs import plan, records, status, watchdog
+from jobs.manifest import Manifest
+from jobs.plan import Point
+from jobs.schedulers import local
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _cli(cwd: Path, module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+@pytest.mark.slow
+def test_status_shows_a_running_local_point_and_cancel_stops_the_sweep(tmp_path):
+    sweep_dir = tmp_path / "runs" / "slow"
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
+                             "workload.output_tokens=64", "workload.batch_size=1,2", "cluster.max_parallel=1",
+                             "isolation=process", "sweep.name=slow", "sweep.report=false"], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 180
+    while True:   # the first point runs, the second waits for the one worker
+        assert proc.poll() is None and time.monotonic() < deadline, "the point never showed as running"
+        shown = _cli(tmp_path, "jobs.status", str(sweep_dir), "--all") if (sweep_dir / "manifest.json").exists() \
+            else None
+        if shown is not None and "running 1" in shown.stdout:
+            break
+        time.sleep(0.5)
+    assert shown.returncode == 0 and "pending 1" in shown.stdout and "RUNNING" in shown.stdout, shown.stdout
+    from jobs.submit import wait
+
+    waited = {}
+    waiter = threading.Thread(target=lambda: waited.update(wait(sweep_dir, poll_s=0.5, poll_max_s=1)))
+    waiter.start()
+    cancelled = _cli(tmp_path, "jobs.cancel", str(sweep_dir))
+    assert cancelled.returncode == 0 and "cancelled job(s) local-" in cancelled.stdout, cancelled
+    out = proc.communicate(timeout=60)[0]   # cancel returns once the sweep has ended
+    waiter.join(timeout=60)
+    assert proc.returncode == 1 and "interrupted" in out and "Traceback" not in out, out
+    assert waited == {"cancelled": 2}
+    (rec,) = [json.loads(p.read_text()) for p in (sweep_dir / "points").glob("*/record.json")]
+    assert rec["status"] == "cancelled" and "was interrupted or is gone" in rec["error"]["message"], rec["error"]
+    left = subprocess.run(["pgrep", "-f", str(sweep_dir / "submitit")], capture_output=True, check=False)
+    assert left.returncode == 1, f"worker processes outlived the sweep: {left.stdout}"
+    after = _cli(tmp_path, "jobs.status", str(sweep_dir))
+    assert "cancelled 2" in after.stdout, after.stdout
+    assert "no queued or running jobs" in _cli(tmp_path, "jobs.cancel", str(sweep_dir)).stdout
+
+
+def _points(make_cfg, n: int) -> list[Point]:
+    p = plan.make_point(make_cfg(), [])
+    return [replace(p, point_id=f"{i:012x}") for i in range(n)]
+
+
+def test_a_local_job_whose_sweep_is_gone_reads_as_cancelled(make_cfg, tmp_path):
+    """A sweep killed (SIGKILL) while its points were pending or running leaves them cancelled, not pending."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    pts = _points(make_cfg, 3)
+    journal = local.Journal(tmp_path, watchdog.identity(tmp_path, pid=gone.pid), pts)
+    journal.set(pts[:1], "ok")
+    journal.set(pts[1:2], "running", "123")
+    journal.close()
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=records.now(), job_id=journal.job, tasks=list(journal.tasks.values()))
+    records.write_point_record(records.record_path(tmp_path / "points", pts[0].point_id), records.make_record(
+        point=pts[0].spec(), status="ok", provenance=records.provenance(start_time=records.now())))
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, m)}
+    assert [rows[p.point_id]["state"] for p in pts] == ["ok", "cancelled", "cancelled"]
+    assert rows[pts[1].point_id]["detail"] == "SWEEP_GONE"
+    assert local.SCHEDULER.log_paths(tmp_path, journal.tasks[pts[1].point_id])[0] == \
+        tmp_path / "submitit" / "123" / "123_0_log.out"
+    assert local.SCHEDULER.cancel(tmp_path, [journal.job]) == []   # nothing runs any more
+    assert sorted(status.record_ended(tmp_path, m)) == [p.point_id for p in pts[1:]]
+    rec = records.read_record(records.record_path(tmp_path / "points", pts[1].point_id))
+    assert rec["status"] == "cancelled" and rec["error"]["type"] == "LocalSweepGone"
+
+
+def test_a_running_local_job_reads_as_running_and_its_waiting_points_as_pending(make_cfg, tmp_path):
+    pts = _points(make_cfg, 2)
+    journal = local.Journal(tmp_path, watchdog.identity(tmp_path), pts)   # this process: alive
+    journal.set(pts[:1], "running", "7")
+    states = local.SCHEDULER.poll(tmp_path, [*journal.tasks.values(), journal.job])
+    assert [states[journal.tasks[p.point_id]]["state"] for p in pts] == ["running", "pending"]
+    assert states[journal.job]["state"] == "running"
+    journal.set(pts, "ok")
+    with open(journal.path, "a") as fh:
+        fh.write('{"task": "torn')   # a line cut short by a crash of the writer
+    assert {s["state"] for s in local.SCHEDULER.poll(tmp_path, list(journal.tasks.values())).values()} == {"ok"}
+    journal.close()
