@@ -202,3 +202,30 @@ def test_the_name_check_finds_a_column_named_in_code_or_template(tmp_path):
              "shape": {"inference"}}
     assert named_in(tmp_path, names) == [("page.html", 1, "engine"), ("page.html", 1, "shape"),
                                          ("page.py", 2, "throughput_out_tok_s"), ("page.py", 5, "batch_size")]
+
+
+def test_a_study_the_toy_declares_is_loaded_and_compared_like_the_shipped_ones(toy_workload, monkeypatch):
+    """analysis.references knows a study only from its workload's declaration: the toy's published rows (made-up
+    test input) get their efficiency from the toy's throughput and match the toy's points on the toy's keys."""
+    import dataclasses
+
+    import tests.toy_workload as toy
+    from analysis import references
+    from jobs.study import Study
+
+    rows = pd.DataFrame({"workload": "toy", "hardware": "a", "model": "m", "precision": "published", "seed": 0,
+                         "status": "ok", "widget_size": "large", "cards": [1, 2], "widgets_per_s": [8.0, 12.0],
+                         "maker": "the paper's code", "source": "toy paper", "published": True})
+    study = Study(name="toy-paper", title="Toy paper", attribution="made up", load=lambda directory: rows.copy(),
+                  columns=("hardware", "model", "widget_size", "cards", "maker", "widgets_per_s", "scaling_efficiency",
+                           "source", "published"),
+                  keys=("hardware", "model", "widget_size", "cards"), setting={"precision": ("fp32",)},
+                  software="maker", derive=True)
+    monkeypatch.setattr(toy, "METRICS", dataclasses.replace(toy.METRICS, studies=(study,)))
+    assert references.studies()["toy-paper"] is study
+    assert references.load(study)["scaling_efficiency"].tolist() == [1.0, pytest.approx(12 / (2 * 8))]
+    got = references.compare_study(_table(), study, ["widgets_per_s"])
+    assert list(got.columns) == ["hardware", "model", "widget_size", "cards", "maker", "measured_maker", "metric",
+                                 "published", "measured", "ratio"]
+    assert got["ratio"].tolist() == [pytest.approx(10 / 8), pytest.approx(18 / 12)]   # toy a on 1 and 2 cards
+    assert references.compare_study(_table().assign(precision="bf16"), study, ["widgets_per_s"]).empty
