@@ -27,10 +27,12 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from analysis.derived import add_derived
-from jobs import files
+from jobs import files, workloads
+from jobs.metrics import declared
 from jobs.records import RECORD_NAME, read_valid, record_stats
 
 STATS = ("p10", "p90", "p99", "n")
+ORDER = ("workload", "hardware", "model", "precision", "cards")   # then each workload's MetricSet.order
 INVALID = "invalid"   # the status of a row that stands for a record file that could not be used
 PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_commit", "container",
               "start_time", "finish_time")
@@ -264,8 +266,8 @@ def table_from_rows(rows: pa.Table | None, invalid: list[dict[str, Any]] = ()) -
     if not frames:
         return pd.DataFrame(columns=["point_id", "sweep", "status"])
     table = one_row_per_point(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-    table = table.sort_values([c for c in ("workload", "hardware", "model", "precision", "cards", "batch_size")
-                               if c in table]).reset_index(drop=True)
+    order = dict.fromkeys([*ORDER, *declared(workloads.metric_sets(), "order")])
+    table = table.sort_values([c for c in order if c in table]).reset_index(drop=True)
     return add_derived(table)
 
 

@@ -1,12 +1,12 @@
 """Study presets: `+experiment=<name>` (hydra_conf/experiment/<name>.yaml) loads a published study's grid.
 
-A preset's `experiment:` node holds its name, title, the reference figures it is compared with
-(analysis.references.STUDIES), the metrics the study reports, `axes` crossed with every sub-grid, and `grid`:
-a list of sub-grids (e.g. other card counts per hardware kind), each a mapping of override key -> values. Hydra's
-sweeper crosses one set of axes; the accelsweep sweeper (hydra_plugins/accelsweep_launcher) crosses each sub-grid
-on its own and hands the union to the planner at once. A plain `key=value[,value...]` on the command line for a
-key the preset sweeps narrows the study to the sub-grids that have those values (`hardware=h100`, `cards=1`), or,
-where the study has none of them, replaces the study's values everywhere (`workload.engine=hf`); other overrides
+A preset's `experiment:` node holds its name, title, the reference figures it is compared with (a study its workload
+declares: analysis.references.studies()), the metrics the study reports, `axes` crossed with every sub-grid, and
+`grid`: a list of sub-grids (e.g. other card counts per hardware kind), each a mapping of override key -> values.
+Hydra's sweeper crosses one set of axes; the accelsweep sweeper (hydra_plugins/accelsweep_launcher) crosses each
+sub-grid on its own and hands the union to the planner at once. A plain `key=value[,value...]` on the command line
+for a key the preset sweeps narrows the study to the sub-grids that have those values (`hardware=h100`, `cards=1`),
+or, where the study has none of them, replaces the study's values everywhere (`workload.engine=hf`); other overrides
 apply to every point (`model.init=random`, `device_override=cpu`).
 """
 from __future__ import annotations

@@ -12,8 +12,12 @@ they name no workload's metric themselves.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jobs.study import Study
 
 HIGHER, LOWER = "higher", "lower"
 PER_REPEAT = "one value per timed repeat"
@@ -56,6 +60,13 @@ class MetricSet:
     # Parameters that name the software that did the work (the engine): two points that differ in one are compared
     # only with the difference said ("engine differs: hf vs vllm"); headlines are given per value.
     software: tuple[str, ...] = ()
+    scaling_mode: str | None = None  # the parameter that says strong or weak scaling (what stays fixed as cards grow)
+    order: tuple[str, ...] = ()   # parameters that sort the table after workload, hardware, model, precision, cards
+    # Parameters that, after hardware, model, precision and cards, name one point in a list of points (failures).
+    title_fields: tuple[str, ...] = ()
+    # (parameter, word): labels show its value after the word ("batch 4", "engine vllm"); whole numbers as such.
+    words: tuple[tuple[str, str], ...] = ()
+    studies: tuple[Study, ...] = ()   # published studies its points are compared with (jobs.study)
 
     def __post_init__(self):
         names = [m.name for m in self.metrics]
@@ -68,6 +79,9 @@ class MetricSet:
         unknown = [n for n in self.overview if n not in names]
         if unknown:
             raise ValueError(f"workload {self.workload}: overview names undeclared metric(s) {unknown}")
+        studies = [s.name for s in self.studies]
+        if len(set(studies)) != len(studies):
+            raise ValueError(f"workload {self.workload}: a study is declared twice in {studies}")
 
     @property
     def names(self) -> list[str]:
@@ -107,6 +121,21 @@ def directions(sets: Sequence[MetricSet]) -> dict[str, str]:
         if m.better and out.setdefault(m.name, m.better) != m.better:
             raise ValueError(f"metric {m.name} is declared {out[m.name]}-is-better and {m.better}-is-better by two "
                              "workloads; one name must mean one thing")
+    return out
+
+
+def declared(sets: Sequence[MetricSet], attr: str) -> list[str]:
+    """The parameters `attr` (e.g. "order") of every set in `sets`, each once, in the order first declared."""
+    return list(dict.fromkeys(p for s in sets for p in getattr(s, attr)))
+
+
+def label_words(sets: Sequence[MetricSet]) -> dict[str, str]:
+    """Parameter -> the word its value follows in labels, over `sets` (MetricSet.words)."""
+    out: dict[str, str] = {}
+    for param, word in (w for s in sets for w in s.words):
+        if out.setdefault(param, word) != word:
+            raise ValueError(f"parameter {param} is labelled {out[param]!r} and {word!r} by two workloads; one name "
+                             "must mean one thing")
     return out
 
 

@@ -34,7 +34,7 @@ def _points(grids) -> set[tuple]:
 
 def test_llm_inference_bench_preset_is_the_published_grid():
     grids = experiment.subgrids(_preset())
-    pub = references.load_published()
+    pub = references.load(references.studies()["llm-inference-bench"])
     grid = _points(grids)
     # every value of every sub-grid is one the study published for that hardware and engine
     for hw, eng, cards, model, batch, shape in grid:
@@ -125,7 +125,7 @@ def test_jobs_does_not_import_the_launcher():
 def _measured(ratio: float) -> pd.DataFrame:
     """Points at published configurations (h100, 1 card, batch 16) whose measured figures are `ratio` x the
     study's vLLM figures: made-up test input."""
-    pub = references.load_published()
+    pub = references.load(references.studies()["llm-inference-bench"])
     src = pub[pub.hardware.eq("h100") & pub.engine.eq("vllm") & pub.cards.eq(1) & pub.batch_size.eq(16)
               & pub.model.eq("llama-3-8b")]
     rows = [{"point_id": f"p{i}", "sweep": "s", "status": "ok", "workload": "inference", "hardware": "h100",
@@ -138,7 +138,7 @@ def _measured(ratio: float) -> pd.DataFrame:
 
 
 def test_study_comparison_hand_computed():
-    study = references.STUDIES["llm-inference-bench"]
+    study = references.studies()["llm-inference-bench"]
     table = _measured(0.8)
     got = references.compare_study(table, study, ["throughput_total_tok_s", "latency_s", "ttft_s"])
     vllm = got[got.engine.eq("vllm")]
@@ -161,7 +161,7 @@ def test_studies_page_overlays_the_published_figures(tmp_path):
     text = (site / "studies.html").read_text()
     for metric in ("throughput_total_tok_s", "latency_s", "ttft_s"):
         assert f'id="{chart_id("llm-inference-bench", metric)}"' in text, metric
-    assert "+experiment=llm-inference-bench" in text and references.ATTRIBUTION.split(",")[0] in text
+    assert "+experiment=llm-inference-bench" in text and references.studies()["llm-inference-bench"].attribution.split(",")[0] in text
     # one row per shape against the study's vLLM figures: total throughput 0.8x, latency 1.25x
     assert text.count('<td class="num">0.8</td></tr>') == 5 and text.count('<td class="num">1.25</td></tr>') == 5
     assert 'href="studies.html"' in (site / "index.html").read_text()

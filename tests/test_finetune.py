@@ -277,15 +277,15 @@ def test_page_speedups_by_hand():
 
 
 def test_published_minutes_are_a_study_for_both_pages():
-    """The paper's minutes come through analysis.references.STUDIES: compared on the Published studies page and on
+    """The paper's minutes come through analysis.references.studies(): compared on the Published studies page and on
     the fine-tuning page, only with points in its setting (LoRA, bf16, one card or ddp)."""
     import pandas as pd
 
     from analysis import references
     from report.pages import studies
 
-    study = references.STUDIES["pearc26-finetune"]
-    pub = study.load()
+    study = references.studies()["pearc26-finetune"]
+    pub = references.load(study)
     assert len(pub) == 6 and set(pub["model"]) == {"llama-3-8b"} and set(pub["cards"]) == {1, 8}
     row = {"workload": "finetune", "status": "ok", "model": "llama-3-8b", "precision": "bf16", "method": "lora",
            "attention": "flash", "batch_size": 2, "grad_accum": 2, "seq_len": 512, "token_budget": 10**7,

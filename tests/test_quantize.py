@@ -359,10 +359,11 @@ def test_downstream_accuracy_through_lm_eval_on_a_local_task(tmp_path):
 def test_pareto_front_and_paper_points():
     from analysis import references
     from jobs.workloads.quantize import report
+    from jobs.workloads.quantize.study import load_pmpq
 
     f = pd.DataFrame({"compression_x": [3.0, 4.0, 4.0, 6.0], "ppl_increase_pct": [1.0, 0.5, 2.0, 3.0]})
     assert report.pareto_front(f).index.tolist() == [1, 3]
-    paper = references.load_pmpq().set_index(["variant", "hardware"])
+    paper = load_pmpq(references.REFERENCES).set_index(["variant", "hardware"])
     assert paper.loc[("fake_16-8-4", "gaudi2"), "compression_x"] == 3.47
     assert paper.loc[("fake_8-4-4", "gaudi2"), "ppl_increase_pct"] == pytest.approx(100 * (12.39 / 12.02 - 1))
 

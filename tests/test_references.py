@@ -1,10 +1,12 @@
-"""Tests for analysis.references: the published LLM-Inference-Bench figures shipped in analysis/published/."""
+"""Tests for analysis.references with the inference workload's study: the published LLM-Inference-Bench figures
+shipped in analysis/published/ (jobs/workloads/inference/study.py)."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from analysis.references import ATTRIBUTION, REFERENCES, load_published, matching
+from analysis.references import REFERENCES, load, matching
+from jobs.workloads.inference.study import ATTRIBUTION, STUDY
 
 MODELS = {"meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
           "meta-llama/Meta-Llama-3-70B": "llama-3-70b", "mistralai/Mistral-7B-v0.1": "mistral-7b",
@@ -13,7 +15,7 @@ MODELS = {"meta-llama/Llama-2-7b-hf": "llama-2-7b", "meta-llama/Meta-Llama-3-8B"
 
 @pytest.fixture(scope="module")
 def pub() -> pd.DataFrame:
-    return load_published()
+    return load(STUDY)
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +81,12 @@ def test_matching(pub, raw):
     src = raw[(raw.hardware_canonical == "h100") & (raw.model == "meta-llama/Meta-Llama-3-8B")
               & (raw.input_tokens == 128) & (raw.batch_size == 16) & (raw.devices == 1) & raw["flags"].isna()]
     assert len(src) >= 1
-    hit = matching(_measured(), pub)
+    hit = matching(STUDY, _measured(), pub)
     assert len(hit) == len(src) and set(hit["engine"]) == set(src["framework_canonical"])
     assert (hit["hardware"] == "h100").all() and (hit["model"] == "llama-3-8b").all()
 
-    assert matching(_measured(hardware="cpu", model="tiny-llama", shape="32x32"), pub).empty
-    assert matching(_measured(precision="fp32"), pub).empty            # the paper ran 16-bit only
-    assert matching(_measured(status="oom"), pub).empty                 # only ok points
-    assert matching(_measured(cards=2), pub).empty or (matching(_measured(cards=2), pub)["cards"] == 2).all()
-    assert matching(pd.DataFrame(), pub).empty
+    assert matching(STUDY, _measured(hardware="cpu", model="tiny-llama", shape="32x32"), pub).empty
+    assert matching(STUDY, _measured(precision="fp32"), pub).empty            # the paper ran 16-bit only
+    assert matching(STUDY, _measured(status="oom"), pub).empty                 # only ok points
+    assert matching(STUDY, _measured(cards=2), pub).empty or (matching(STUDY, _measured(cards=2), pub)["cards"] == 2).all()
+    assert matching(STUDY, pd.DataFrame(), pub).empty

@@ -13,8 +13,10 @@ import pytest
 
 from analysis import references
 from jobs import experiment, plan, records
+from jobs.study import PEARC26_ATTRIBUTION
 from jobs.workloads import superres
 from jobs.workloads.superres import data, metrics
+from jobs.workloads.superres.study import STUDY
 
 ROOT = Path(__file__).resolve().parents[1]
 # A U-Net of ~45 K parameters on 8 -> 32 patches: seconds of CPU per point.
@@ -140,7 +142,7 @@ def test_a_folder_of_fits_and_images(tmp_path):
 # --------------------------------------------------------------------------- published SR3 minutes
 
 def test_published_sr3_derived_metrics_hand_computed():
-    pub = references.load_sr3().set_index(["hardware", "cards"])
+    pub = references.load(STUDY).set_index(["hardware", "cards"])
     assert len(pub) == 24
     # images/s = 160,000 samples / (minutes x 60)
     assert pub.loc[("h100", 1), "images_per_s"] == pytest.approx(160000 / (132 * 60))
@@ -160,18 +162,18 @@ def test_published_sr3_derived_metrics_hand_computed():
 def test_preset_is_the_published_grid():
     preset = next(p for p in experiment.presets() if p["file"] == "pearc26-sr3")
     grid = {(hw, int(c)) for g in experiment.subgrids(preset) for hw in g["hardware"] for c in g["cards"]}
-    pub = references.load_sr3()
+    pub = references.load(STUDY)
     assert grid == set(zip(pub["hardware"], pub["cards"].astype(int)))
     axes = preset["axes"]
     assert axes["model"] == ["sr3"] and axes["workload.lr_size"] == [64] and axes["workload.hr_size"] == [256]
     assert axes["workload.batch_size"] == [4] and axes["workload.diffusion_steps"] == [2000]
-    assert references.STUDIES[preset["reference"]].name == "pearc26-sr3"
+    assert references.studies()[preset["reference"]] is STUDY
     assert set(preset["metrics"]) <= set(pub.columns)
 
 
 def _measured_h100(ratio: float) -> pd.DataFrame:
     """Made-up points in the paper's setting on h100 whose throughput is `ratio` x the published one."""
-    pub = references.load_sr3()
+    pub = references.load(STUDY)
     pub = pub[pub.hardware.eq("h100")]
     return pd.DataFrame([{"point_id": f"p{i}", "sweep": "s", "status": "ok", "workload": "superres",
                           "hardware": "h100", "hardware_previous": "a100", "model": "sr3", "precision": "fp32",
@@ -182,13 +184,13 @@ def _measured_h100(ratio: float) -> pd.DataFrame:
 
 
 def test_study_comparison_hand_computed():
-    got = references.compare_study(_measured_h100(0.5), references.STUDIES["pearc26-sr3"],
+    got = references.compare_study(_measured_h100(0.5), STUDY,
                                    ["images_per_s", "train_minutes"])
     assert len(got) == 6 and set(got["cards"]) == {1, 2, 4}
     assert got.loc[got.metric.eq("images_per_s"), "ratio"].round(9).eq(0.5).all()
     assert got.loc[got.metric.eq("train_minutes"), "ratio"].round(9).eq(2.0).all()
     # a tiny U-Net on the same hardware is not the paper's setting
-    assert references.compare_study(_measured_h100(0.5).assign(model="tiny-sr3"), references.STUDIES["pearc26-sr3"],
+    assert references.compare_study(_measured_h100(0.5).assign(model="tiny-sr3"), STUDY,
                                     ["images_per_s"]).empty
 
 
@@ -200,7 +202,7 @@ def test_report_page_shows_the_published_curves(tmp_path):
     page = (site / "superres.html").read_text()
     for cid in ("sr-tput-train", "sr-minutes", "sr-eff"):
         assert f'id="{cid}"' in page, cid
-    assert "published (PEARC 2026)" in page and references.PEARC26_ATTRIBUTION.split(",")[0] in page
+    assert "published (PEARC 2026)" in page and PEARC26_ATTRIBUTION.split(",")[0] in page
     assert '<td class="num">4.11</td>' in page    # Gaudi2 over Gaudi1 on one card, published
     assert 'href="superres.html"' in (site / "index.html").read_text()
     assert "pearc26-sr3" in (site / "studies.html").read_text()

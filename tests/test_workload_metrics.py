@@ -126,3 +126,106 @@ def test_inference_point_ids_do_not_change(make_cfg, overrides, pid):
     from jobs.plan import point_id
 
     assert point_id(make_cfg(*overrides)) == pid
+
+
+# --------------------------------------------------------------------------- analysis/ and report/ name no workload
+
+ROOT = Path(__file__).resolve().parents[1]
+# Columns every point has whatever its workload (analysis.derived.COMMON_KEYS and the harness's) and the model
+# files' hf_id (analysis.references names published models by it): not a workload's.
+HARNESS = {"workload", "model", "model_init", "precision", "seed", "device_override", "hardware", "cards", "status",
+           "hf_id"}
+# Columns every study's rows have (where they come from), not a workload's.
+STUDY_ROWS = {"source", "published"}
+# (file, name): a workload's parameter name that is also an ordinary word the file uses for something else.
+NOT_A_COLUMN = {
+    ("report/build.py", "data"): "the site's data/ folder, not superres's data source",
+    ("report/pages/data.py", "data"): "the Data page's slug",
+    ("report/pages/scaling.py", "scaling"): "the Scaling page's slug, not the scaling mode parameter",
+    ("report/publish.py", "target"): "the command's target directory argument, not quantize's target",
+    ("report/charts.py", "shape"): "Vega-Lite's shape encoding channel, not inference's shape",
+}
+
+
+def declared_names(sets) -> dict[str, set[str]]:
+    """Every metric and parameter name the workloads' declarations (MetricSet, their studies) give -> workloads."""
+    out: dict[str, set[str]] = {}
+    for ms in sets:
+        names = [*ms.names, *ms.keys, *ms.labels, *ms.varied, *ms.overview, *ms.software, *ms.order,
+                 *ms.title_fields, *(p for p, _ in ms.words), *([ms.scaling_mode] if ms.scaling_mode else [])]
+        for s in ms.studies:
+            names += [*s.keys, *s.setting, *s.columns, *s.notes, *([s.software] if s.software else [])]
+        for n in set(names) - HARNESS - STUDY_ROWS:
+            out.setdefault(n, set()).add(ms.workload)
+    return out
+
+
+def named_in(root: Path, names: dict[str, set[str]], under: tuple[str, ...] = (".",)) -> list[tuple[str, int, str]]:
+    """(file relative to root, line, name) for every string constant in a .py file under `under` (docstrings left
+    out) that is one of `names`, and every name in a template's {{ }} or {% %}."""
+    import ast
+    import re
+
+    hits = []
+    files = sorted(p for d in under for p in (root / d).rglob("*"))
+    for path in [p for p in files if p.suffix == ".py"]:
+        tree = ast.parse(path.read_text())
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        hits += [(path, n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                 and isinstance(n.value, str) and n.value in names and id(n) not in docs]
+    for path in [p for p in files if p.suffix == ".html"]:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            for expr in re.findall(r"\{\{.*?\}\}|\{%.*?%\}", line):
+                hits += [(path, i, w) for w in re.findall(r"[A-Za-z_]\w*", expr) if w in names]
+    return sorted((p.relative_to(root).as_posix(), i, n) for p, i, n in hits)
+
+
+def test_analysis_and_report_name_no_workload_metric_or_key(toy_workload):
+    """Everything analysis/ and report/ know of a workload comes from its declarations (as the toy's sections do):
+    no metric or parameter name of any workload is written there."""
+    from jobs import workloads
+
+    names = declared_names(workloads.metric_sets())
+    assert {"throughput_out_tok_s", "batch_size", "images_per_s", "widgets_per_s", "tok_per_j_out"} <= set(names)
+    hits = named_in(ROOT, names, ("analysis", "report"))
+    assert [h for h in hits if (h[0], h[2]) not in NOT_A_COLUMN] == []
+    assert {(f, n) for f, _, n in hits} == set(NOT_A_COLUMN)   # every exception is still needed
+
+
+def test_the_name_check_finds_a_column_named_in_code_or_template(tmp_path):
+    (tmp_path / "page.py").write_text('"""Reads throughput_out_tok_s."""\nx = table["throughput_out_tok_s"]\n'
+                                      'def f():\n    """batch_size"""\n    return "batch_size" + "throughput"\n')
+    (tmp_path / "page.html").write_text("<p>engine</p><td>{{ r.engine }}</td>{% if r.shape %}{% endif %}\n")
+    names = {"throughput_out_tok_s": {"inference"}, "batch_size": {"inference"}, "engine": {"inference"},
+             "shape": {"inference"}}
+    assert named_in(tmp_path, names) == [("page.html", 1, "engine"), ("page.html", 1, "shape"),
+                                         ("page.py", 2, "throughput_out_tok_s"), ("page.py", 5, "batch_size")]
+
+
+def test_a_study_the_toy_declares_is_loaded_and_compared_like_the_shipped_ones(toy_workload, monkeypatch):
+    """analysis.references knows a study only from its workload's declaration: the toy's published rows (made-up
+    test input) get their efficiency from the toy's throughput and match the toy's points on the toy's keys."""
+    import dataclasses
+
+    import tests.toy_workload as toy
+    from analysis import references
+    from jobs.study import Study
+
+    rows = pd.DataFrame({"workload": "toy", "hardware": "a", "model": "m", "precision": "published", "seed": 0,
+                         "status": "ok", "widget_size": "large", "cards": [1, 2], "widgets_per_s": [8.0, 12.0],
+                         "maker": "the paper's code", "source": "toy paper", "published": True})
+    study = Study(name="toy-paper", title="Toy paper", attribution="made up", load=lambda directory: rows.copy(),
+                  columns=("hardware", "model", "widget_size", "cards", "maker", "widgets_per_s", "scaling_efficiency",
+                           "source", "published"),
+                  keys=("hardware", "model", "widget_size", "cards"), setting={"precision": ("fp32",)},
+                  software="maker", derive=True)
+    monkeypatch.setattr(toy, "METRICS", dataclasses.replace(toy.METRICS, studies=(study,)))
+    assert references.studies()["toy-paper"] is study
+    assert references.load(study)["scaling_efficiency"].tolist() == [1.0, pytest.approx(12 / (2 * 8))]
+    got = references.compare_study(_table(), study, ["widgets_per_s"])
+    assert list(got.columns) == ["hardware", "model", "widget_size", "cards", "maker", "measured_maker", "metric",
+                                 "published", "measured", "ratio"]
+    assert got["ratio"].tolist() == [pytest.approx(10 / 8), pytest.approx(18 / 12)]   # toy a on 1 and 2 cards
+    assert references.compare_study(_table().assign(precision="bf16"), study, ["widgets_per_s"]).empty

@@ -14,9 +14,10 @@ import importlib
 import importlib.util
 import pkgutil
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -24,7 +25,7 @@ from analysis.compare import Comparison
 from analysis.derived import workload_sets
 from analysis.distinct import per_distinct
 from jobs import workloads
-from jobs.metrics import MetricSet
+from jobs.metrics import MetricSet, label_words
 from report.charts import Chart
 
 
@@ -97,9 +98,27 @@ def workload_page_applies(workload: str) -> Callable[[pd.DataFrame], bool]:
 
 
 def rows_for(table: pd.DataFrame, workload: str) -> pd.DataFrame:
+    """The rows of `workload` (and those of a table from before workloads were recorded)."""
     if "workload" not in table:
         return table
     return table[table["workload"].eq(workload) | table["workload"].isna()]
+
+
+def ok_rows(table: pd.DataFrame, present: Iterable[str] = (), numbers: Iterable[str] = ()) -> pd.DataFrame:
+    """The successful rows with a value in every column of `present` and a number in every column of `numbers`;
+    none (the same columns) where the table lacks one of them."""
+    present, numbers = list(present), list(numbers)
+    if table.empty or any(c not in table for c in ["status", *present, *numbers]):
+        return table.iloc[0:0]
+    keep = table["status"].eq("ok") & table[present].notna().all(axis=1)
+    for col in numbers:
+        keep &= pd.to_numeric(table[col], errors="coerce").notna()
+    return table[keep]
+
+
+def point_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """The page's counts of points: all of `rows` and the successful ones."""
+    return {"n_points": len(rows), "n_ok": int(rows["status"].eq("ok").sum()) if "status" in rows else 0}
 
 
 def by_workload(table: pd.DataFrame) -> list[tuple[MetricSet, pd.DataFrame]]:
@@ -133,21 +152,30 @@ def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
 
 def _label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     out = pd.Series("", index=frame.index, dtype=object)
+    words = label_words(workloads.metric_sets())
     for f in fields:
         if f not in frame:
             continue
         v = frame[f]
-        if f in ("cards", "batch_size"):
+        if f == "cards":
             n = pd.to_numeric(v, errors="coerce")
-            whole = n.fillna(0).astype(int).astype(str)
-            text = ("batch " + whole) if f == "batch_size" else whole + " card" + n.ne(1).map({True: "s", False: ""})
+            text = n.fillna(0).astype(int).astype(str) + " card" + n.ne(1).map({True: "s", False: ""})
             present = n.notna()
         else:
-            text, present = v.astype(str), v.notna()
-            if f == "engine":   # "engine vllm": a series that differs only in its engine says so
-                text = "engine " + text
+            text, present = _worded(v, words.get(f))
         out = out.where(~present, out.where(out.eq(""), out + " · ") + text)
     return out if len(frame) else pd.Series(dtype=str)
+
+
+def _worded(v: pd.Series, word: str | None) -> tuple[pd.Series, pd.Series]:
+    """(text, has a value) of a parameter's values: after its declared word ("batch 4": a series that differs only
+    in it says which parameter), whole numbers without their ".0"."""
+    if not word:
+        return v.astype(str), v.notna()
+    n = pd.to_numeric(v, errors="coerce")
+    if n.notna().eq(v.notna()).all() and n.dropna().mod(1).eq(0).all():
+        return word + " " + n.fillna(0).astype(int).astype(str), n.notna()
+    return word + " " + v.astype(str), v.notna()
 
 
 def split_fields(frame: pd.DataFrame, fields: list[str]) -> tuple[list[str], str]:

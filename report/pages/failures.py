@@ -6,10 +6,12 @@ from typing import Any
 
 import pandas as pd
 
+from jobs import workloads
+from jobs.metrics import declared
 from report.pages import Page, label
 
 MAX_FAILURES = 50  # each carries a log tail of up to 40 lines
-FIELDS = ("point_id", "sweep", "hardware", "model", "precision", "cards", "batch_size", "shape")
+COMMON = ("hardware", "model", "precision", "cards")   # then each workload's MetricSet.title_fields
 
 
 def _text(value: Any) -> str | None:
@@ -26,7 +28,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
              .groupby(["status", "error_type"]).size().sort_values(ascending=False))
     failures = []
     first = bad.head(MAX_FAILURES)
-    titles = label(first, [f for f in FIELDS[2:] if f in bad])
+    fields = [*COMMON, *declared(workloads.metric_sets(), "title_fields")]
+    titles = label(first, [f for f in dict.fromkeys(fields) if f in bad])
     for (_, r), title in zip(first.iterrows(), titles):
         failures.append({
             "status": _text(r.get("status")) or "unknown",

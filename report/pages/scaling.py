@@ -17,7 +17,7 @@ from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (CONFIG, HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, fmt_num, interval_text,
                            limit_series, records, series_marks, series_note, series_stroke, to_spec)
-from report.pages import Page, by_workload, label, numeric, per_table, workload_fields
+from report.pages import Page, by_workload, label, numeric, ok_rows, per_table, workload_fields
 
 EFF = SCALING_EFFICIENCY
 GOOD = 0.8
@@ -43,20 +43,10 @@ def chart_id(kind: str, workload: str, hardware: str, model: str) -> str:
     return f"scaling-{section_id(kind)}-{anchor(workload, hardware, model)}"
 
 
-def _text(frame: pd.DataFrame, col: str, missing: str) -> pd.Series:
-    if col not in frame:
+def _text(frame: pd.DataFrame, col: str | None, missing: str) -> pd.Series:
+    if col is None or col not in frame:
         return pd.Series(missing, index=frame.index)
     return frame[col].astype(object).where(frame[col].notna(), missing).astype(str)
-
-
-def _ok(table: pd.DataFrame, *also: str) -> pd.DataFrame:
-    """Successful rows with a number of cards (and a number in each column of `also`), in one selection."""
-    if table.empty or "cards" not in table:
-        return table.iloc[0:0]
-    keep = table["status"].astype(str).eq("ok")
-    for col in ("cards", *also):
-        keep &= pd.to_numeric(table[col], errors="coerce").notna()
-    return table[keep]
 
 
 @per_table
@@ -64,18 +54,18 @@ def points(table: pd.DataFrame) -> pd.DataFrame:
     """Successful points with an efficiency, one row per workload × hardware × model × mode × series × cards."""
     if EFF not in table or "workload" not in table:
         return pd.DataFrame()
-    ok = _ok(table, EFF)
+    ok = ok_rows(table, numbers=("cards", EFF))
     parts = [_points(rows, ms) for ms, rows in by_workload(ok) if len(rows)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
-    fields = workload_fields(ok, ms, FIRST, skip=("scaling",))
+    fields = workload_fields(ok, ms, FIRST, skip=(ms.scaling_mode,))
     data = pd.DataFrame({
         "workload": ms.workload,
         "hardware": _text(ok, "hardware", "(hardware not recorded)"),
         "model": _text(ok, "model", "(model not recorded)"),
-        "kind": _text(ok, "scaling", UNKNOWN).str.lower(),
+        "kind": _text(ok, ms.scaling_mode, UNKNOWN).str.lower(),
         "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float), "tput": basis(ok),
         "eff_lo": numeric(ok, f"{EFF}_lo"), "eff_hi": numeric(ok, f"{EFF}_hi"),
         "n": numeric(ok, f"{ms.throughput}_n"), "threads": numeric(ok, "cpu_threads_per_rank"),
@@ -225,7 +215,7 @@ def _definition() -> str:
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
-    data, ok = points(table), _ok(table)
+    data, ok = points(table), ok_rows(table, numbers=("cards",))
     multi = ok[ok["cards"].astype(int) > 1] if len(ok) else ok
     eff = pd.to_numeric(multi[EFF], errors="coerce") if EFF in multi else pd.Series(float("nan"), index=multi.index)
     n_orphans = int(eff.isna().sum())

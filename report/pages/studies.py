@@ -1,6 +1,7 @@
 """studies.html: a study preset's published figures overlaid on the measured ones, for every metric the study
 reports (hydra_conf/experiment/<preset>.yaml `metrics`), where measured points match a published configuration
-(analysis.references.STUDIES). Built only when some measured point matches."""
+(declared by each workload: jobs.study, analysis.references.studies). Built only when some measured point
+matches."""
 from __future__ import annotations
 
 import functools
@@ -11,6 +12,7 @@ import pandas as pd
 
 from analysis import references
 from jobs import experiment, workloads
+from jobs.study import Study
 from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, fmt_num, records, to_spec
 from report.pages import MAX_ROWS, Page, label, per_table
 
@@ -18,30 +20,42 @@ from report.pages import MAX_ROWS, Page, label, per_table
 @functools.cache
 def published(name: str) -> pd.DataFrame:
     """Study `name`'s published figures, loaded once per process (callers copy before changing them)."""
-    return references.STUDIES[name].load()
+    return references.load(references.studies()[name])
 
 
-def _study(name: str) -> references.Study:
-    """The registered study, its figures loaded once per process."""
-    s = references.STUDIES[name]
-    return references.Study(**{**s.__dict__, "load": functools.partial(published, name)})
+def figures(study: Study) -> pd.DataFrame:
+    """A copy of the study's published figures for a page; none (its columns) where its file cannot be read."""
+    try:
+        return published(study.name).copy()
+    except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
+        return pd.DataFrame(columns=list(study.columns))
 
 
 @per_table
-def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], references.Study, pd.DataFrame]]:
+def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], Study, pd.DataFrame]]:
     """(preset, study, compare_study rows) for every preset whose study matches a measured point."""
     out = []
+    known = references.studies()
     for preset in experiment.presets():
         name = preset.get("reference")
-        if name not in references.STUDIES or table.empty:
+        if name not in known or table.empty:
             continue
         try:
-            rows = references.compare_study(table, _study(name), list(preset.get("metrics") or []))
+            rows = references.compare_study(table, known[name], list(preset.get("metrics") or []), published(name))
         except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
             continue
         if len(rows):
-            out.append((preset, references.STUDIES[name], rows))
+            out.append((preset, known[name], rows))
     return out
+
+
+SIDES = ("published", "measured")
+
+
+def ran(study: Study) -> list[str]:
+    """The columns of compare_study that say what ran each side: the study's software column and
+    measured_<it>, as SIDES (none where the study names no software)."""
+    return [study.software, f"measured_{study.software}"] if study.software else []
 
 
 def chart_id(preset: str, metric: str) -> str:
@@ -65,11 +79,10 @@ def charts(table: pd.DataFrame) -> list[Chart]:
             t = f"{metric}: measured vs published — {study.title}"
             top = float(max(d["published"].max(), d["measured"].max()))
             tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("config:N", title="configuration"),
-                       alt.Tooltip("engine:N", title="published engine"),
-                       alt.Tooltip("measured_engine:N", title="measured engine"),
+                       *(alt.Tooltip(f"{c}:N", title=f"{w} {study.software}") for c, w in zip(ran(study), SIDES)),
                        alt.Tooltip("published:Q", format=",.4~g"), alt.Tooltip("measured:Q", format=",.4~g"),
                        alt.Tooltip("ratio:Q", title="measured / published", format=".3f")]
-            points = alt.Chart(alt.Data(values=records(d[["hardware", "config", "engine", "measured_engine",
+            points = alt.Chart(alt.Data(values=records(d[["hardware", "config", *ran(study),
                                                           "model", "published", "measured", "ratio"]]))).mark_point(
                 filled=True, size=60).encode(
                 x=alt.X("published:Q", title=f"Published {metric} ({unit})", scale=alt.Scale(zero=True)),
@@ -77,7 +90,8 @@ def charts(table: pd.DataFrame) -> list[Chart]:
                 color=color("model", "model"), shape=alt.Shape("hardware:N"), tooltip=tooltip)
             same = alt.Chart(alt.Data(values=[{"x": 0, "y": 0}, {"x": top, "y": top}])).mark_line(
                 color="#555", strokeDash=[6, 4]).encode(x=alt.X("x:Q"), y=alt.Y("y:Q"))
-            subtitle = "one mark per matched configuration and published engine; dashed: measured = published"
+            per = f"configuration and published {study.software}" if study.software else "configuration"
+            subtitle = f"one mark per matched {per}; dashed: measured = published"
             spec = to_spec(base_config(alt.layer(same, points).properties(
                 width=WIDTH, height=HEIGHT, title=alt.Title(t, subtitle=subtitle))))
             summary = (f"{len(d)} comparison{'s' if len(d) != 1 else ''}; measured / published: median "
@@ -98,9 +112,10 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             "notes": str(preset.get("notes") or ""), "attribution": study.attribution,
             "metrics": [{"name": m, "note": study.notes.get(m, ""), "id": chart_id(preset["file"], m)}
                         for m in rows["metric"].unique()],
-            "keys": list(study.keys), "n": len(rows),
-            "rows": [{"keys": [r[k] for k in study.keys], "engine": r["engine"],
-                      "measured_engine": r["measured_engine"], "metric": r["metric"], "published": fmt_num(r["published"]), "measured": fmt_num(r["measured"]),
+            "keys": list(study.keys), "n": len(rows), "software": study.software,
+            "rows": [{"keys": [r[k] for k in study.keys],
+                      "ran": [r[c] for c in ran(study)],
+                      "metric": r["metric"], "published": fmt_num(r["published"]), "measured": fmt_num(r["measured"]),
                       "ratio": fmt_num(r["ratio"])} for _, r in shown.iterrows()]})
     return {"sections": sections, "max_rows": MAX_ROWS}
 

@@ -12,6 +12,7 @@ METRICS = MetricSet(
     keys=("widget_size", "scaling"),
     labels=("widget_size",),
     overview=("wobble_ppm",),
+    scaling_mode="scaling",
     metrics=(
         Metric("widgets_per_s", "widgets/s", "widgets finished / wall time", HIGHER, label="widget rate"),
         Metric("wobble_ppm", "ppm", "how far a widget is from round; a property of the widget, not of the hardware",

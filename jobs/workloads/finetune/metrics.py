@@ -7,6 +7,8 @@ from typing import Any
 from jobs.metrics import HIGHER, LOWER, PEAK_MEM, Metric, MetricSet
 from jobs.workloads.inference.model_math import DTYPE_BYTES, dims, embedding_params, module_shapes, parameters
 
+from .study import STUDY
+
 METRICS = MetricSet(
     workload="finetune",
     throughput="train_tok_s",
@@ -16,6 +18,10 @@ METRICS = MetricSet(
     labels=("method", "attention", "strategy"),
     varied=("seq_len", "batch_size"),
     overview=("step_time_s", "time_to_budget_min", "peak_mem_gb"),
+    order=("batch_size",),
+    title_fields=("batch_size",),
+    words=(("batch_size", "batch"),),
+    studies=(STUDY,),
     metrics=(
         Metric("train_tok_s", "tokens/s", "training tokens per second, padding excluded: real (non-pad) tokens of "
                                           "one optimiser step over all cards / step_time_s", HIGHER,

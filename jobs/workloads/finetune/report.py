@@ -9,16 +9,18 @@ import altair as alt
 import pandas as pd
 
 from analysis import references
+from jobs.study import PEARC26_ATTRIBUTION
 from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, limit_series, records, to_spec
-from report.pages import Page, label, numeric, rows_for, studies, workload_page_applies
+from report.pages import Page, label, numeric, ok_rows, point_counts, rows_for, studies, workload_page_applies
 
-WORKLOAD = "finetune"
-TPUT, MINUTES = "train_tok_s", "time_to_budget_min"
+from .metrics import METRICS
+from .study import STUDY
+
+WORKLOAD, TPUT, MINUTES = METRICS.workload, METRICS.throughput, "time_to_budget_min"
 # What one training configuration is, less what a comparison varies.
 CONFIG = ["hardware", "model", "precision", "method", "attention", "strategy", "cards", "batch_size", "grad_accum",
           "seq_len", "token_budget"]
-STUDY = "pearc26-finetune"   # analysis.references.STUDIES: the paper's minutes, also on the Published studies page
-ATTRIBUTION = references.PEARC26_ATTRIBUTION + "; minutes read off a figure, approximate"
+ATTRIBUTION = PEARC26_ATTRIBUTION + "; minutes read off a figure, approximate"
 # The paper's text findings (analysis/published/README.md), shown beside what the sweep measured.
 FINDINGS = {
     "generation": "Gaudi2 about 2.6–3.1× faster than Gaudi1; Gaudi3 1.6–2.2× faster than Gaudi2",
@@ -30,12 +32,8 @@ FINDINGS = {
 
 
 def _ok(table: pd.DataFrame) -> pd.DataFrame:
-    if table.empty or "status" not in table or TPUT not in table:
-        return table.iloc[0:0]
-    ok = table[table["status"].eq("ok")].copy()
-    ok[TPUT] = numeric(ok, TPUT)
-    ok[MINUTES] = numeric(ok, MINUTES)
-    return ok.dropna(subset=[TPUT])
+    ok = ok_rows(table, numbers=(TPUT,))
+    return ok.assign(**{TPUT: numeric(ok, TPUT), MINUTES: numeric(ok, MINUTES)})
 
 
 def _configs(ok: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -83,19 +81,15 @@ def ratio_rows(ok: pd.DataFrame, vary: str, base: Any, others: list[Any] | None 
 
 
 def published() -> pd.DataFrame:
-    try:   # loaded once per process, shared with the studies page
-        return studies.published(STUDY).copy()
-    except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
-        return pd.DataFrame(columns=[*references.FINETUNE_KEYS, MINUTES])
+    return studies.figures(STUDY)   # loaded once per process, shared with the studies page
 
 
 def published_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     """Every published figure, with the median measured minutes of the points in the paper's setting that match
     it (the study's keys: hardware, model, method, cards)."""
-    study = references.STUDIES[STUDY]
-    keys = list(study.keys)
+    keys = list(STUDY.keys)
     try:
-        cmp = references.compare_study(table, study, [MINUTES]) if len(table) else pd.DataFrame()
+        cmp = references.compare_study(table, STUDY, [MINUTES], published()) if len(table) else pd.DataFrame()
     except (OSError, ValueError, KeyError, TypeError):
         cmp = pd.DataFrame()
     measured = {tuple(str(r[k]) for k in keys): r["measured"] for _, r in cmp.iterrows()}
@@ -134,10 +128,9 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 def context(table: pd.DataFrame) -> dict[str, Any]:
     table = rows_for(table, WORKLOAD)
     ok = _ok(table)
-    n_ok = int(table["status"].eq("ok").sum()) if "status" in table else 0
     oom = table[table["status"].eq("oom")] if "status" in table else table.iloc[0:0]
     return {
-        "n_points": len(table), "n_ok": n_ok, "time_rows": time_rows(ok) if len(ok) else [],
+        **point_counts(table), "time_rows": time_rows(ok) if len(ok) else [],
         "attention_rows": ratio_rows(ok, "attention", "eager") + ratio_rows(ok, "attention", "sdpa", ["flash"])
         if len(ok) else [],
         "sharding_rows": ratio_rows(ok, "strategy", "none", base_where={"cards": 1}) if len(ok) else [],

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 
+from .study import STUDY
+
 METRICS = MetricSet(
     workload="inference",
     throughput="throughput_out_tok_s",
@@ -12,6 +14,11 @@ METRICS = MetricSet(
     varied=("engine", "scaling"),
     overview=("latency_s", "ttft_s", "itl_s"),
     software=("engine",),
+    scaling_mode="scaling",
+    order=("batch_size",),
+    title_fields=("batch_size", "shape"),
+    words=(("batch_size", "batch"), ("engine", "engine")),
+    studies=(STUDY,),
     metrics=(
         Metric("latency_s", "s", "end-to-end time of one generate call for the whole batch: from submitting the "
                                  "prompts to the last token of the last sequence; with several cards, the slowest card",

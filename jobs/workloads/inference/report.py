@@ -3,7 +3,6 @@ template in templates/): throughput vs batch size (with published reference poin
 matches), TTFT / ITL vs sequence length, tokens per joule and roofline fractions. Scaling is on scaling.html."""
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import altair as alt
@@ -13,18 +12,17 @@ from analysis import references
 from report import overrides
 from report.charts import (CONFIG, HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num,
                            limit_series, records, series_stroke, series_marks, series_note, spread_text, to_spec)
-from report.pages import Page, label, rows_for, split_fields, workload_page_applies
+from report.pages import Page, label, ok_rows, point_counts, rows_for, split_fields, studies, workload_page_applies
 
-WORKLOAD = "inference"
-TPUT = "throughput_out_tok_s"
+from .metrics import METRICS
+from .study import ATTRIBUTION, STUDY
+
+WORKLOAD, TPUT = METRICS.workload, METRICS.throughput
 SERIES = ("model", "precision", "cards", "shape")
 
 
 def _ok(table: pd.DataFrame, need: list[str]) -> pd.DataFrame:
-    if table.empty or "status" not in table or any(c not in table for c in need):
-        return table.iloc[0:0]
-    ok = table[table["status"].eq("ok")]
-    return ok.dropna(subset=need)
+    return ok_rows(table, present=need)
 
 
 def _hardware_list(table: pd.DataFrame) -> list[str]:
@@ -33,21 +31,17 @@ def _hardware_list(table: pd.DataFrame) -> list[str]:
     return sorted(map(str, table["hardware"].dropna().unique()))
 
 
-@functools.lru_cache(maxsize=1)
-def _published_cached() -> pd.DataFrame:
-    return references.load_published()
-
-
 def published() -> pd.DataFrame:
-    return _published_cached().copy()
+    return studies.figures(STUDY)   # loaded once per process, shared with the studies page
 
 
 def published_matches(table: pd.DataFrame) -> pd.DataFrame:
     """Published LLM-Inference-Bench rows with the same hardware, model, shape, batch and cards as an ok point."""
+    pub = published()
     try:
-        return references.matching(table, published())
+        return references.matching(STUDY, table, pub)
     except (OSError, ValueError, KeyError, TypeError):  # a broken reference file must not break the report
-        return published().iloc[0:0]
+        return pub.iloc[0:0]
 
 
 def throughput_id(hardware: str) -> str:
@@ -321,16 +315,15 @@ def published_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     pub = published_matches(table)
     if pub.empty:
         return []
-    ok = table[table["status"].astype(str).eq("ok")
-               & table["precision"].astype(str).isin(references.PRECISIONS)]
+    ok = references.measured(STUDY, table)
     # The measured side of every published configuration: one groupby, then a join (not a scan per row).
-    keys = ["hardware", "model", "shape", "batch_size", "cards"]
+    keys = list(STUDY.keys)
     ok = pd.DataFrame({"hardware": ok["hardware"].astype(str).str.lower(), "model": ok["model"].astype(str),
                        "shape": ok["shape"].astype(str), "batch_size": pd.to_numeric(ok["batch_size"]),
                        "cards": pd.to_numeric(ok["cards"]), "_total": _measured_total(ok),
                        **({"engine": ok["engine"]} if "engine" in ok else {})})
     measured = ok.groupby(keys, sort=False)["_total"].median().rename("measured")
-    engines = references.engine_names(ok, keys).rename("measured_engines")
+    engines = references.software_names(ok, keys, STUDY.software).rename("measured_engines")
     pub = pub.sort_values(keys[:3] + ["batch_size", "cards", "engine"])
     at = pd.DataFrame({"hardware": pub["hardware"], "model": pub["model"].astype(str),
                        "shape": pub["shape"].astype(str), "batch_size": pd.to_numeric(pub["batch_size"]),
@@ -378,13 +371,11 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
     table = rows_for(table, WORKLOAD)
-    n_ok = int(table["status"].eq("ok").sum()) if "status" in table else 0
     rows = published_rows(table)
     matched = {r["hardware"] for r in rows}
     overlay_ids = [throughput_id(hw) for hw in _hardware_list(table) if hw.lower() in matched]
-    return {"n_points": len(table), "n_ok": n_ok, "published_rows": rows, "overlay_ids": overlay_ids,
-            "startup_rows": startup_rows(table),
-            "attribution": references.ATTRIBUTION}
+    return {**point_counts(table), "published_rows": rows, "overlay_ids": overlay_ids,
+            "startup_rows": startup_rows(table), "attribution": ATTRIBUTION}
 
 
 PAGE = Page(slug="inference", title="Inference", template="inference.html", context=context, charts=charts,

@@ -12,23 +12,24 @@ import numpy as np
 import pandas as pd
 
 from analysis import references
+from jobs.study import PEARC26_ATTRIBUTION
 from report.charts import HEIGHT, WIDTH, Chart, anchor, base_config, color, empty_chart, fmt_num, records, to_spec
-from report.pages import Page, numeric, rows_for, workload_page_applies
+from report.pages import Page, numeric, ok_rows, rows_for, workload_page_applies
 
-WORKLOAD = "quantize"
+from .metrics import METRICS
+from .study import load_pmpq
+
+WORKLOAD = METRICS.workload
 
 
 def _ok(table: pd.DataFrame) -> pd.DataFrame:
-    rows = rows_for(table, WORKLOAD)
-    if rows.empty or "status" not in rows or "compression_x" not in rows:
-        return rows.iloc[0:0]
-    return rows[rows["status"].eq("ok") & numeric(rows, "compression_x").notna()]
+    return ok_rows(rows_for(table, WORKLOAD), numbers=("compression_x",))
 
 
 @functools.lru_cache(maxsize=1)
 def _paper() -> pd.DataFrame:
     try:
-        return references.load_pmpq()
+        return load_pmpq(references.REFERENCES)
     except (OSError, ValueError, KeyError):   # a broken reference file must not break the report
         return pd.DataFrame()
 
@@ -196,7 +197,7 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 
 
 COLUMNS = ("model", "method", "target_kind", "target", "apply", "compression_x", "avg_bits", "perplexity",
-           "perplexity_fp", "ppl_increase_pct", "kl", "eval_tok_s", "memory_mb", "cards")
+           "perplexity_fp", "ppl_increase_pct", "kl", METRICS.throughput, "memory_mb", "cards")
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
@@ -210,7 +211,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
                   for r in equal.to_dict("records")]
     return {"n_points": len(rows), "n_ok": len(ok), "rows": table_rows, "columns": COLUMNS,
             "equal_rows": equal_rows, "equal_columns": list(equal.columns),
-            "attribution": references.PEARC26_ATTRIBUTION}
+            "attribution": PEARC26_ATTRIBUTION}
 
 
 PAGE = Page(slug="quantize", title="Quantization", template="quantize.html", context=context, charts=charts,

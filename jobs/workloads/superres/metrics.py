@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 
+from .study import STUDY
+
 METRICS = MetricSet(
     workload="superres",
     throughput="images_per_s",
@@ -12,6 +14,11 @@ METRICS = MetricSet(
     labels=("phase", "resolution"),
     varied=("scaling", "sampler", "sample_steps"),
     overview=("step_time_s", "train_minutes", "s_per_image", "psnr_db"),
+    scaling_mode="scaling",
+    order=("batch_size",),
+    title_fields=("batch_size",),
+    words=(("batch_size", "batch"),),
+    studies=(STUDY,),
     metrics=(
         Metric("images_per_s", "images/s",
                "phase=train: training images (low/high-resolution pairs) through forward, backward and optimizer step "

@@ -9,13 +9,15 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from analysis import references
 from jobs.metrics import SCALING_EFFICIENCY, SPEEDUP
+from jobs.study import PEARC26_ATTRIBUTION
 from report.charts import WIDTH, Chart, base_config, empty_chart, fmt_num, records, to_spec
-from report.pages import MAX_ROWS, Page, label, numeric, rows_for, studies, workload_page_applies
+from report.pages import MAX_ROWS, Page, label, numeric, ok_rows, point_counts, rows_for, studies, workload_page_applies
 
-WORKLOAD = "superres"
-TPUT = "images_per_s"
+from .metrics import METRICS
+from .study import STUDY
+
+WORKLOAD, TPUT = METRICS.workload, METRICS.throughput
 SERIES = ("hardware", "model", "precision", "resolution", "scaling")
 QUALITY = ("psnr_db", "psnr_bicubic_db", "ssim", "ssim_bicubic")
 KINDS = ["measured (median)", "ideal: N × 1-card"]   # solid, dashed
@@ -23,17 +25,14 @@ SOURCES = ["measured (projected)", "measured", "published (PEARC 2026)"]
 
 
 def published() -> pd.DataFrame:
-    try:   # loaded once per process, shared with the studies page
-        return studies.published("pearc26-sr3").copy()
-    except (OSError, ValueError, KeyError, TypeError):   # a broken reference file must not break the report
-        return pd.DataFrame(columns=[*references.SR3_KEYS, *references.SR3_METRICS])
+    return studies.figures(STUDY)   # loaded once per process, shared with the studies page
 
 
 def _ok(table: pd.DataFrame, phase: str) -> pd.DataFrame:
-    if table.empty or any(c not in table for c in ("status", "phase", "cards", TPUT)):
+    ok = ok_rows(table, present=("phase", "cards"), numbers=(TPUT,))
+    if ok.empty:
         return pd.DataFrame(columns=["series", "cards", *table.columns.difference(["series", "cards"])])
-    ok = table[table["status"].eq("ok") & table["phase"].astype(str).eq(phase)]
-    ok = ok[numeric(ok, TPUT).notna()]
+    ok = ok[ok["phase"].astype(str).eq(phase)]
     return ok.assign(series=label(ok, [f for f in SERIES if f in ok]).to_numpy(),
                      cards=ok["cards"].astype(int))
 
@@ -163,9 +162,8 @@ def charts(table: pd.DataFrame) -> list[Chart]:
 
 def context(table: pd.DataFrame) -> dict[str, Any]:
     table = rows_for(table, WORKLOAD)
-    n_ok = int(table["status"].eq("ok").sum()) if "status" in table else 0
-    return {"n_points": len(table), "n_ok": n_ok, "speedups": speedup_rows(table), "quality": quality_rows(table),
-            "attribution": references.PEARC26_ATTRIBUTION}
+    return {**point_counts(table), "speedups": speedup_rows(table), "quality": quality_rows(table),
+            "attribution": PEARC26_ATTRIBUTION}
 
 
 PAGE = Page(slug="superres", title="Super-resolution", template="superres.html", context=context, charts=charts,
