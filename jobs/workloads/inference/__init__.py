@@ -12,10 +12,10 @@ import socket
 import time
 from typing import Any
 
-from jobs import noise
+from jobs import model_math, noise
 from jobs.workloads import Result
 
-from . import engines, model_math
+from . import engines
 from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
 from .metrics import repeat as repeat_metrics
 

@@ -17,7 +17,7 @@ from typing import Any
 from jobs import noise
 from jobs.config_schema import NOISE, Int, Key, Num, Str
 from jobs.workloads import Result
-from jobs.workloads.inference.model_math import module_shapes
+from jobs.model_math import module_shapes
 
 from . import assign as assignment
 from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
