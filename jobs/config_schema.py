@@ -296,5 +296,6 @@ def key_table(spec: dict[str, Any]) -> str:
         allowed = key.allowed() if isinstance(key, Key) else "a mapping"
         default = getattr(key, "default", UNSET)
         shown = "—" if default is UNSET else f"`{_yaml(default)}`"
-        lines.append(f"| `{path}` | {shown} | {allowed} | {getattr(key, 'help', '')} |")
+        note = "" if getattr(key, "identity", True) else " (not part of the point's id)"
+        lines.append(f"| `{path}` | {shown} | {allowed} | {getattr(key, 'help', '')}{note} |")
     return "\n".join(lines)

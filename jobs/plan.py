@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import config_schema, noise, workloads
-from jobs.workloads import Ranks
 from jobs.energy import CHOICES as ENERGY_CHOICES
+from jobs.workloads import Ranks
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 

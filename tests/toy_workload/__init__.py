@@ -24,15 +24,17 @@ METRICS = MetricSet(
     ),
 )
 
+OPTIONS = {"name": Str(default="toy", help="the workload"),
+           "widget_size": Int(min=1, default=1, column=True, help="widgets' size"),
+           "scaling": Str(choices=("weak", "strong"), default="weak", column=True, help="as inference")}
+
 
 class Toy(Workload):
     """Widgets of one size, made at a made-up rate (no point of it is ever run)."""
 
     name = "toy"
     metrics = METRICS
-    options = {"name": Str(default="toy", help="the workload"),
-               "widget_size": Int(min=1, default=1, column=True, help="widgets' size"),
-               "scaling": Str(choices=("weak", "strong"), default="weak", column=True, help="as inference")}
+    options = OPTIONS
     report = f"{__name__}.report"
 
     def check(self, cfg: dict[str, Any]) -> list[str]:
