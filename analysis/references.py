@@ -50,14 +50,9 @@ _SRC_KEYS = ["hardware_canonical", "devices", "framework_canonical", "model", "i
 
 def model_names() -> dict[str, str]:
     """HF id -> accelsweep model name, from the `hf_id` of every shipped model config."""
-    import yaml
+    from jobs import conf
 
-    names = {}
-    for f in sorted((Path(__file__).resolve().parents[1] / "hydra_conf" / "model").glob("*.yaml")):
-        cfg = yaml.safe_load(f.read_text())
-        if cfg.get("hf_id"):
-            names[cfg["hf_id"]] = cfg["name"]
-    return names
+    return {cfg["hf_id"]: cfg["name"] for cfg in conf.group("model").values() if cfg.get("hf_id")}
 
 
 def _empty() -> pd.DataFrame:
@@ -179,9 +174,9 @@ SR3_METRICS = ("images_per_s", "train_minutes", "scaling_efficiency", "speedup_v
 
 def hardware_previous() -> dict[str, str | None]:
     """hardware -> its previous generation, from the shipped hardware files."""
-    from jobs.cluster import catalogue
+    from jobs import conf
 
-    return {name: hw.get("previous") for name, hw in catalogue().items()}
+    return {name: hw.get("previous") for name, hw in conf.group("hardware").items()}
 
 
 def load_sr3(directory: Path | str = REFERENCES) -> pd.DataFrame:

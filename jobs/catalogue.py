@@ -12,14 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from jobs import config_schema, experiment, workloads
+from jobs import conf, config_schema, experiment, workloads
 from jobs.metrics import DERIVED, Metric
 
-CONF = Path(__file__).resolve().parents[1] / "hydra_conf"
 README = Path(__file__).resolve().parents[1] / "README.md"
 _KEYS = re.compile(r"(<!-- keys: (\w+) -->\n).*?(<!-- /keys -->)", re.DOTALL)
+
 USAGE = """\
 python -m jobs.sweep -m key=a,b other=x,y      cross the values: every combination is one point
 python -m jobs.sweep -m +experiment=<preset>   a published study's grid (add keys to narrow it)
@@ -28,7 +26,7 @@ python -m jobs.sweep --hydra-help              Hydra's own options; `--cfg job` 
 
 
 def _group(name: str) -> list[dict[str, Any]]:
-    return [{"file": p.stem, **(yaml.safe_load(p.read_text()) or {})} for p in sorted((CONF / name).glob("*.yaml"))]
+    return [{"file": file, **cfg} for file, cfg in conf.group(name).items()]
 
 
 def _join(values: Any) -> str:

@@ -18,33 +18,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from jobs import conf
+
 ENV_NAME = "ACCELSWEEP_CLUSTER"
-ENV_DIR = "ACCELSWEEP_CONFIG_DIR"
 DEFAULTS = "defaults.yaml"
-SHIPPED = Path(__file__).resolve().parent.parent / "hydra_conf"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-def config_dir() -> Path:
-    return Path(os.environ.get(ENV_DIR) or Path.home() / ".config" / "accelsweep").expanduser()
 
 
 def default_name() -> tuple[str | None, str]:
     """(the site to use when none is named, where that came from)."""
     if os.environ.get(ENV_NAME):
         return os.environ[ENV_NAME], f"${ENV_NAME}"
-    path = config_dir() / DEFAULTS
+    path = conf.user_dir() / DEFAULTS
     if path.is_file():
-        from omegaconf import OmegaConf
-
-        name = OmegaConf.load(path).get("cluster")
+        name = conf.load(path).get("cluster")
         if name:
             return str(name), str(path)
     return None, ""
-
-
-def known(name: str) -> bool:
-    return any((d / "cluster" / f"{name}.yaml").is_file() for d in (SHIPPED, config_dir()))
 
 
 def with_default(argv: list[str]) -> list[str]:
@@ -54,22 +44,15 @@ def with_default(argv: list[str]) -> list[str]:
     name, source = default_name()
     if name is None:
         return argv
-    if not known(name):
+    if conf.find("cluster", name) is None:
+        shipped, user = (d / "cluster" / f"{name}.yaml" for d in (conf.SHIPPED, conf.user_dir()))
         print(f"error: the default cluster {name!r} (from {source}) has no cluster file: neither "
-              f"{SHIPPED / 'cluster' / (name + '.yaml')} nor {config_dir() / 'cluster' / (name + '.yaml')} exists; "
-              f"write one with python -m jobs.cluster init {name}", file=sys.stderr)
+              f"{shipped} nor {user} exists; write one with python -m jobs.cluster init {name}", file=sys.stderr)
         raise SystemExit(2)
     return [*argv, f"cluster={name}"]
 
 
 # ---- init: from sinfo / scontrol / sacctmgr to a cluster file --------------------------------------------
-
-def catalogue() -> dict[str, dict[str, Any]]:
-    """The shipped hardware files, by name."""
-    from omegaconf import OmegaConf
-
-    return {p.stem: OmegaConf.to_container(OmegaConf.load(p)) for p in sorted((SHIPPED / "hardware").glob("*.yaml"))}
-
 
 def _fits(hw: dict[str, Any], gres: tuple[str, str | None, int]) -> int:
     """How well a node's gres matches a hardware kind: 0 not at all, 1 the kind of device, 2 the exact type."""
@@ -140,7 +123,7 @@ def describe(name: str) -> str:
 
     mapped: dict[str, dict[str, Any]] = {}
     unmapped: list[str] = []
-    cards = catalogue()
+    cards = conf.group("hardware")
     for hw_name, hw in cards.items():
         if hw["device"] == "cpu":
             part = hw_name if hw_name in parts else default_part
@@ -214,18 +197,18 @@ def describe(name: str) -> str:
 def init(name: str, *, out: Path | None, make_default: bool, force: bool) -> Path:
     if not _NAME.match(name):
         raise ValueError(f"cluster name {name!r}: use letters, digits, '.', '_' and '-'")
-    if (SHIPPED / "cluster" / f"{name}.yaml").is_file():
+    if name in conf.names("cluster"):
         raise ValueError(f"cluster name {name!r} is a shipped cluster file (hydra_conf/cluster/{name}.yaml), which "
                          "would shadow yours; choose another name")
-    path = out or config_dir() / "cluster" / f"{name}.yaml"
+    path = out or conf.user_dir() / "cluster" / f"{name}.yaml"
     if path.exists() and not force:
         raise ValueError(f"{path} exists; --force overwrites it")
     text = describe(name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     if make_default:
-        (config_dir() / DEFAULTS).parent.mkdir(parents=True, exist_ok=True)
-        (config_dir() / DEFAULTS).write_text(f"cluster: {name}   # the site used when a command names no cluster=\n")
+        (conf.user_dir() / DEFAULTS).parent.mkdir(parents=True, exist_ok=True)
+        (conf.user_dir() / DEFAULTS).write_text(f"cluster: {name}   # the site used when a command names no cluster=\n")
     return path
 
 
@@ -234,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     ini = sub.add_parser("init", help="write a cluster file for this Slurm site")
     ini.add_argument("name", help="the site's name (cluster=NAME)")
-    ini.add_argument("--out", type=Path, help=f"where to write it (default: {config_dir()}/cluster/NAME.yaml)")
+    ini.add_argument("--out", type=Path, help=f"where to write it (default: {conf.user_dir()}/cluster/NAME.yaml)")
     ini.add_argument("--no-default", action="store_true", help=f"do not make it the default ({DEFAULTS})")
     ini.add_argument("--force", action="store_true", help="overwrite an existing file")
     sub.add_parser("show", help="which cluster a command that names none uses")
@@ -254,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read this site's Slurm: {exc}", file=sys.stderr)
         return 1
     print(path.read_text(), end="")
-    print(f"wrote {path}" + ("" if args.no_default else f"; it is the default site now ({config_dir() / DEFAULTS}, "
+    print(f"wrote {path}" + ("" if args.no_default else f"; it is the default site now ({conf.user_dir() / DEFAULTS}, "
                                                          f"${ENV_NAME} overrides it)"))
     return 0
 

@@ -12,10 +12,9 @@ apply to every point (`model.init=random`, `device_override=cpu`).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
-PRESETS = Path(__file__).resolve().parents[1] / "hydra_conf" / "experiment"
+from jobs import conf
 
 
 class BadPreset(ValueError):
@@ -72,11 +71,5 @@ def describe(experiment: dict[str, Any], grids: list[dict[str, list[Any]]]) -> s
 
 
 def presets() -> list[dict[str, Any]]:
-    """The shipped presets' `experiment:` nodes (read as YAML; nothing is composed)."""
-    import yaml
-
-    out = []
-    for path in sorted(PRESETS.glob("*.yaml")):
-        node = (yaml.safe_load(path.read_text()) or {}).get("experiment") or {}
-        out.append({"file": path.stem, **node})
-    return out
+    """The shipped presets' `experiment:` nodes (read, not composed)."""
+    return [{"file": name, **(cfg.get("experiment") or {})} for name, cfg in conf.group("experiment").items()]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import config_schema, noise, workloads
+from jobs import conf, config_schema, noise, workloads
 from jobs.energy import CHOICES as ENERGY_CHOICES
 from jobs.workloads import Ranks
 
@@ -305,21 +305,14 @@ GPU_REQUESTS = ("gres", "gpus_per_node", "none")
 _GRES = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?$")   # name[:type]; the count is the cards per node
 
 
-def catalogue_hardware() -> set[str]:
-    """Hardware kinds of the shipped catalogue (hydra_conf/hardware)."""
-    import hydra_conf
-
-    return {f.stem for f in (Path(hydra_conf.__file__).parent / "hardware").glob("*.yaml")}
-
-
 def check_site(cluster: dict[str, Any], hardware: set[str] = frozenset()) -> list[str]:
-    """Problems of the cluster file's per_hardware block; `hardware`: kinds known besides the catalogue."""
+    """Problems of the cluster file's per_hardware block; `hardware`: kinds known besides the shipped ones."""
     block = cluster.get("per_hardware")
     if block is None:
         return []
     if not isinstance(block, dict):
         return [f"cluster.per_hardware must map hardware names to settings, got {block!r}"]
-    known = catalogue_hardware() | set(hardware) | set(cluster.get("hardware") or ())
+    known = set(conf.names("hardware")) | set(hardware) | set(cluster.get("hardware") or ())
     problems = []
     for name, entry in block.items():
         if name not in known:

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import files, plan, submit, sweepdir
+from jobs import conf, files, plan, submit, sweepdir
 from jobs.config import point_config
 from jobs.finish import finish, prepare
 from jobs.manifest import Manifest, ManifestError
@@ -178,7 +178,7 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: D
         sys.exit(1)
 
 
-@hydra.main(version_base="1.3", config_path="pkg://hydra_conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=conf.HYDRA_PATH, config_name="config")
 def main(cfg: DictConfig) -> None:
     if (cfg.get("experiment") or {}).get("grid"):   # without -m, Hydra would run one point of the preset
         print("error: +experiment=... is a grid of points; run it with -m (python -m jobs.sweep -m ...)",

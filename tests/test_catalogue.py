@@ -1,16 +1,18 @@
-"""The shipped config groups: complete, consistent, and buildable."""
+"""The shipped config groups: complete, consistent, and buildable; jobs.conf, the one way to find and read them."""
+import ast
 from pathlib import Path
 
 import pytest
-import yaml
 
-CONF = Path(__file__).resolve().parents[1] / "hydra_conf"
-HARDWARE = sorted((CONF / "hardware").glob("*.yaml"))
-MODELS = sorted((CONF / "model").glob("*.yaml"))
-PRECISIONS = {p.stem for p in (CONF / "precision").glob("*.yaml")}
+from jobs import conf
+
+ROOT = Path(__file__).resolve().parents[1]
+HARDWARE = [conf.find("hardware", n) for n in conf.names("hardware")]
+MODELS = [conf.find("model", n) for n in conf.names("model")]
+PRECISIONS = set(conf.names("precision"))
 
 
-def test_catalogue_is_complete():
+def test_shipped_groups_are_complete():
     assert {p.stem for p in HARDWARE} == {"cpu", "v100", "a100", "h100", "h200", "gh200", "mi250", "mi300x",
                                          "gaudi1", "gaudi2", "gaudi3"}
     assert {"tiny-llama", "tiny-mistral", "llama-2-7b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
@@ -20,8 +22,7 @@ def test_catalogue_is_complete():
 
 @pytest.mark.parametrize("path", HARDWARE, ids=lambda p: p.stem)
 def test_hardware_file(path):
-    hw = yaml.safe_load(path.read_text())
-    ref = yaml.safe_load((CONF / "hardware" / "h100.yaml").read_text())
+    hw, ref = conf.load(path), conf.group("hardware")["h100"]
     assert hw["name"] == path.stem
     cpu_only = ("cores_per_card",)   # what a CPU card is; accelerators are cards already
     assert [k for k in hw if k not in cpu_only] == list(ref) and list(hw["slurm"]) == list(ref["slurm"])
@@ -33,7 +34,7 @@ def test_hardware_file(path):
         assert hw[key] is None or hw[key] > 0
     assert all(v is None or v > 0 for v in hw["peak_tflops"].values())
     if hw["previous"]:
-        prev = yaml.safe_load((CONF / "hardware" / f"{hw['previous']}.yaml").read_text())
+        prev = conf.group("hardware")[hw["previous"]]
         assert prev["family"] == hw["family"] and prev["generation"] == hw["generation"] - 1
     if hw["device"] != "cpu":  # every published number carries its source on the same line
         lines = [ln for ln in path.read_text().splitlines()
@@ -48,7 +49,7 @@ def test_model_builds_on_meta_device(path):
 
     from jobs.models import hf_config
 
-    m = yaml.safe_load(path.read_text())
+    m = conf.load(path)
     assert m["name"] == path.stem
     with torch.device("meta"):
         if m["family"] == "sr3":   # a diffusers U-Net (workload=superres), not a causal LM
@@ -65,12 +66,10 @@ def test_model_builds_on_meta_device(path):
 @pytest.mark.parametrize("name", ["inference", "superres", "quantize", "finetune"])
 def test_yaml_defaults_are_the_declared_defaults(name):
     """hydra_conf/workload/<name>.yaml sets every declared key to its declared default, and no other key."""
-    from omegaconf import OmegaConf
-
-    from jobs import config_schema, workloads
+    from jobs import conf, config_schema, workloads
 
     options = workloads.get(name).options
-    shipped = OmegaConf.to_container(OmegaConf.load(CONF / "workload" / f"{name}.yaml"))
+    shipped = conf.load(conf.SHIPPED / "workload" / f"{name}.yaml")
     shipped.pop("defaults", None)   # Hydra's defaults list, not a key of the section
     assert shipped == config_schema.defaults(options)
     undocumented = [path for path, key in config_schema.leaves(options) if not key.help]
@@ -101,3 +100,72 @@ def test_readme_key_tables_are_the_declarations():
                                                "`python -m jobs.catalogue --keys-readme`")
     stale = readme.replace("| `batch_size` | `1` |", "| `batch_size` | `2` |", 1)
     assert stale != readme and with_key_tables(stale) == readme
+
+
+# --------------------------------------------------------------------------- jobs.conf
+
+PACKAGES = ("jobs", "analysis", "report", "hydra_plugins", "benchmarks")
+PARSERS = {("yaml", "safe_load"), ("yaml", "load"), ("OmegaConf", "load")}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    bodies = [n for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                                            ast.AsyncFunctionDef))]
+    return {id(b.body[0].value) for b in bodies
+            if b.body and isinstance(b.body[0], ast.Expr) and isinstance(b.body[0].value, ast.Constant)}
+
+
+def locates_or_parses(source: str) -> list[str]:
+    """What in `source` finds hydra_conf (an import, its name, a path or pkg:// string starting with it) or parses
+    a YAML file itself; docstrings and messages that only mention hydra_conf/ do not count."""
+    tree, found = ast.parse(source), []
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name.split(".")[0] == conf.MODULE]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == conf.MODULE:
+            found.append(f"from {node.module} import")
+        elif isinstance(node, ast.Name) and node.id == conf.MODULE:
+            found.append(node.id)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+              and node.value.removeprefix("pkg://").startswith(conf.MODULE)):
+            found.append(repr(node.value))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and isinstance(node.func.value, ast.Name) and (node.func.value.id, node.func.attr) in PARSERS):
+            found.append(f"{node.func.value.id}.{node.func.attr}(...)")
+    return found
+
+
+def test_the_rule_sees_every_way_hydra_conf_was_located():
+    assert locates_or_parses('import hydra_conf\nfrom hydra_conf import x\nhydra_conf.__file__') == [
+        "import hydra_conf", "from hydra_conf import", "hydra_conf"]
+    assert locates_or_parses('Path(__file__).parents[1] / "hydra_conf" / "model"') == ["'hydra_conf'"]
+    assert locates_or_parses('main = hydra.main(config_path="pkg://hydra_conf")') == ["'pkg://hydra_conf'"]
+    assert locates_or_parses('yaml.safe_load(p.read_text())\nOmegaConf.load(p)') == ["yaml.safe_load(...)",
+                                                                                      "OmegaConf.load(...)"]
+    assert locates_or_parses('"""Read from hydra_conf/."""\nerror = f"a shipped file (hydra_conf/{n}.yaml)"') == []
+
+
+def test_only_jobs_conf_finds_and_parses_config_files():
+    found = {str(p.relative_to(ROOT)): hits for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+             if p != ROOT / "jobs" / "conf.py" and (hits := locates_or_parses(p.read_text()))}
+    assert found == {}, f"find and read config files with jobs.conf (names, find, load, group): {found}"
+
+
+def test_user_directory_comes_after_the_shipped_one(tmp_path, monkeypatch):
+    monkeypatch.setenv(conf.ENV_DIR, str(tmp_path))
+    (tmp_path / "cluster").mkdir()
+    for name in ("local", "mysite"):   # local shadows nothing: Hydra takes the shipped file first
+        (tmp_path / "cluster" / f"{name}.yaml").write_text(f"name: {name}-user\n")
+    assert conf.find("cluster", "local") == conf.SHIPPED / "cluster" / "local.yaml"
+    assert conf.find("cluster", "mysite") == tmp_path / "cluster" / "mysite.yaml"
+    assert conf.find("cluster", "nosuch") is None
+    assert "mysite" in conf.names("cluster", user=True) and "mysite" not in conf.names("cluster")
+    assert conf.load(conf.find("cluster", "mysite")) == {"name": "mysite-user"}
+
+
+def test_files_read_as_hydra_reads_them(tmp_path):
+    """OmegaConf's YAML: interpolations kept as written, 1e-3 a float (plain PyYAML reads it as a string)."""
+    assert conf.group("model")["llama-3-8b"]["path"].startswith("${oc.env:ACCELSWEEP_MODELS")
+    (tmp_path / "f.yaml").write_text("lr: 1e-3\n")
+    assert conf.load(tmp_path / "f.yaml") == {"lr": 0.001}

@@ -386,6 +386,112 @@ def test_methods_are_compared_at_equal_compression():
     assert len(report.equal_compression(pd.concat([t, other]))) == 2
 
 
+# --------------------------------------------------------------------------- one point, untrained weights
+
+@pytest.fixture
+def untrained(make_cfg, monkeypatch):
+    """One point on an untrained tiny model (no training, no cache): its model, initial weights by name, and run()."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from jobs.devices import setup_device
+    from jobs.energy import make_meter
+    from jobs.models import build_causal_lm
+    from jobs.point import Context
+
+    def _point(*overrides: str) -> SimpleNamespace:
+        cfg = make_cfg("workload=quantize", *TINY, "workload.repeats=1", "workload.noise.max_repeats=1",
+                       *overrides)
+        model = build_causal_lm(cfg["model"], torch.float32, "cpu", cfg["seed"]).eval()
+        monkeypatch.setattr(quantize, "_load", lambda cfg, ctx: (model, {"weights": "untrained"}))
+        ctx = Context(device=setup_device("cpu", 0, 1, threads=None), rank=0, world_size=1, local_rank=0,
+                      meter=make_meter("none", "cpu", owns_node_counter=True))
+        return SimpleNamespace(model=model, initial={n: p.detach().clone() for n, p in model.named_parameters()},
+                               run=lambda: quantize.run(cfg, ctx))
+    return _point
+
+
+def test_the_reference_pass_gives_the_unquantized_score():
+    import torch
+    import transformers
+
+    from jobs.workloads.quantize import evaluate
+
+    class One:   # a context of one rank
+        rank, world_size = 0, 1
+        gather = staticmethod(lambda v: [v])
+        broadcast = staticmethod(lambda v: v)
+
+    config = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2)
+    torch.manual_seed(0)
+    ev = evaluate.Evaluator(transformers.LlamaForCausalLM(config).eval(), torch.randint(0, 256, (6, 16)), 4, One())
+    assert ev.unquantized == ev.score()   # the same figures a second scoring pass would give
+
+
+def test_the_unquantized_model_is_scored_once(untrained, monkeypatch):
+    """Its perplexity comes from the reference pass; no score() call sees the unquantized weights."""
+    import torch
+
+    from jobs.workloads.quantize import evaluate
+
+    unquantized, real_score = [], evaluate.Evaluator.score
+
+    def spy(self):
+        unquantized.append(all(torch.equal(p, point.initial[n]) for n, p in self.model.named_parameters()))
+        return real_score(self)
+
+    point = untrained()
+    monkeypatch.setattr(evaluate.Evaluator, "score", spy)
+    res = point.run()
+    assert res.status == "ok" and res.samples["perplexity_fp"][0] > 1
+    assert len(unquantized) == 2 * 3 + 1 and not any(unquantized)   # each unit at each width, then the chosen
+
+
+def test_real_kernels_start_from_the_only_copy_of_the_weights(untrained, monkeypatch):
+    """apply=real: each unit weight is cloned once (by fakequant.applied), and those copies are the originals."""
+    import torch
+
+    from jobs.workloads.quantize import kernels, sensitivity
+
+    smap = {"kind": "prune", "units": ["layer 0", "layer 1"], "bits": [16, 8, 4], "prune_amount": 0.3,
+            "prune_score": [0.2, 0.1]}
+    monkeypatch.setattr(sensitivity, "cached", lambda *a, **k: (smap, True))   # no scoring clones
+    given = {}
+
+    def stub(model, chosen, units, backend, device, group_size, originals, calibrate=None):
+        given.update(originals)
+        return model, {"applied": "real:stub"}
+
+    monkeypatch.setattr(kernels, "apply", stub)
+    point, clones, real_clone = untrained("workload.apply=real"), [], torch.Tensor.clone
+    monkeypatch.setattr(torch.Tensor, "clone", lambda self, *a, **k: clones.append(self.data_ptr())
+                        or real_clone(self, *a, **k))
+    res = point.run()
+    monkeypatch.setattr(torch.Tensor, "clone", real_clone)
+    linears = {q: m.weight for u in fakequant.units(point.model, "layer") for q, m in u.linears}
+    assert res.status == "ok" and res.info["applied"] == "real:stub" and set(given) == set(linears)
+    assert [clones.count(w.data_ptr()) for w in linears.values()] == [1] * len(linears)
+    assert all(torch.equal(given[q], point.initial[f"{q}.weight"]) for q in linears)   # not the fake-quantized ones
+
+
+def test_the_prune_map_is_labelled_with_the_points_amount(untrained):
+    import json
+
+    from jobs.workloads.quantize import report
+
+    res = untrained("workload.sensitivity=prune", "workload.prune_amount=0.5").run()
+    table = pd.DataFrame([{"workload": "quantize", "model": "pydoc-llama", "sensitivity": "prune",
+                           "granularity": "layer", "sensitivity_map": res.info["sensitivity_map"]}])
+    (chart,) = report.heatmaps(table)
+    spec = json.dumps(chart.spec)
+    assert "pruned 50%" in spec and "pruned 30%" not in spec and chart.title.endswith("· pruned 50%")
+    old = {**json.loads(res.info["sensitivity_map"])}
+    old.pop("prune_amount")   # a map recorded before the amount was kept: no amount is invented
+    assert report.pruned_label(old) == "pruned"
+
+
 # --------------------------------------------------------------------------- end to end
 
 @pytest.fixture(scope="module")

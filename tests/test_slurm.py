@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from jobs import cluster, plan, records, status, submit
+from jobs import cluster, conf, plan, records, status, submit
 from jobs.manifest import Manifest
 from jobs.schedulers import slurm
 from jobs.submit import elsewhere_commands
@@ -301,12 +301,12 @@ def test_wait_backs_off_while_nothing_changes(tmp_path, monkeypatch):
 
 
 def test_default_site_from_environment_or_user_config(tmp_path, monkeypatch, make_cfg):
-    monkeypatch.setenv(cluster.ENV_DIR, str(tmp_path))
+    monkeypatch.setenv(conf.ENV_DIR, str(tmp_path))
     monkeypatch.delenv(cluster.ENV_NAME, raising=False)
     assert cluster.with_default(["sweep", "-m", "cards=1"]) == ["sweep", "-m", "cards=1"]
     (tmp_path / "cluster").mkdir()
     (tmp_path / "cluster" / "mysite.yaml").write_text(
-        (cluster.SHIPPED / "cluster" / "localslurm.yaml").read_text().replace("name: localslurm", "name: mysite"))
+        (conf.SHIPPED / "cluster" / "localslurm.yaml").read_text().replace("name: localslurm", "name: mysite"))
     (tmp_path / "defaults.yaml").write_text("cluster: mysite\n")
     assert cluster.with_default(["sweep", "cards=1"]) == ["sweep", "cards=1", "cluster=mysite"]
     assert cluster.with_default(["sweep", "cluster=local"]) == ["sweep", "cluster=local"]
@@ -330,7 +330,7 @@ def _rows():
 
 
 def test_init_maps_hardware_by_gres_type_and_partition_name():
-    hw = cluster.catalogue()
+    hw = conf.group("hardware")
     found, _ = cluster.match(hw["h100"], _rows())
     assert found["partition"] == "gpu" and found["gres"] == ("gpu", "h100", 4)
     found, _ = cluster.match(hw["a100"], _rows())
@@ -342,7 +342,7 @@ def test_init_maps_hardware_by_gres_type_and_partition_name():
 
 
 def test_init_writes_a_cluster_file_hydra_loads(tmp_path, monkeypatch, make_cfg):
-    monkeypatch.setenv(cluster.ENV_DIR, str(tmp_path))
+    monkeypatch.setenv(conf.ENV_DIR, str(tmp_path))
     monkeypatch.delenv(cluster.ENV_NAME, raising=False)
     monkeypatch.setattr(slurm, "nodes", _rows)
     monkeypatch.setattr(slurm, "user_accounts", lambda: ("proj", ["proj", "other"]))

@@ -5,6 +5,6 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class AccelsweepSearchPath(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from jobs.cluster import config_dir
+        from jobs.conf import user_dir
 
-        search_path.append(provider="accelsweep-user", path=f"file://{config_dir()}")
+        search_path.append(provider="accelsweep-user", path=f"file://{user_dir()}")

@@ -172,7 +172,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     seqs = corpus.sequences(corpus.held_out_ids(ev, cfg["model"]), ev["seq_len"], ev["max_tokens"])
     seqs = seqs.to(ctx.device.torch_device)
     scorer = evaluate.Evaluator(model, seqs, ev["batch_size"], ctx)
-    base = scorer.score()
+    base = scorer.unquantized
     bits, g = sorted(set(wl["bits"]), reverse=True), wl["group_size"]
     us = fakequant.units(model, wl["granularity"])
     smap, reused = sensitivity.cached(facts.get("weights_cache"), wl, lambda: (
@@ -222,9 +222,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info[f"units_at_{b}bit"] = sum(1 for v in chosen.values() if v == b)
 
     device = cfg.get("device_override") or cfg["hardware"]["device"]
-    originals = {q: m.weight.detach().clone() for u in us for q, m in u.linears} if wl["apply"] == "real" else None
     held = None
-    with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True):
+    with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True) as originals:
         if wl["apply"] == "real":
             target_model, real_info = kernels.apply(model, chosen, by_name, wl["backend"], device, g, originals,
                                                     calibrate=scorer.calibrate)

@@ -16,6 +16,9 @@ class Evaluator:
         self.seqs = seqs[ctx.rank::ctx.world_size]
         self.tokens = int(seqs[:, 1:].numel())   # predicted tokens over all ranks
         self.reference = [self._logprobs(b) for b in self._batches()]   # unquantized model's distributions
+        # the unquantized model's score comes from the same pass (its KL against itself is 0): scored once
+        (nll,) = self._sum((sum(self._nll(ids, lp) for ids, lp in zip(self._batches(), self.reference)),))
+        self.unquantized = {"perplexity": math.exp(nll / self.tokens), "kl": 0.0}
 
     def _batches(self):
         return [self.seqs[i: i + self.batch] for i in range(0, len(self.seqs), self.batch)]
@@ -32,6 +35,11 @@ class Evaluator:
         total = tuple(map(sum, zip(*gathered))) if gathered is not None else None
         return self.ctx.broadcast(total)
 
+    @staticmethod
+    def _nll(ids, lp) -> float:
+        """Negative log-likelihood of the windows `ids` under their next-token log-probabilities `lp`."""
+        return -float(lp.gather(-1, ids[:, 1:].unsqueeze(-1)).sum())
+
     def score(self) -> dict[str, float]:
         """The current model's perplexity and KL against the reference."""
         import torch
@@ -39,8 +47,7 @@ class Evaluator:
         nll = kl = 0.0
         for ids, ref in zip(self._batches(), self.reference):
             lp = self._logprobs(ids)
-            target = ids[:, 1:].unsqueeze(-1)
-            nll -= float(lp.gather(-1, target).sum())
+            nll += self._nll(ids, lp)
             kl += float(torch.nn.functional.kl_div(lp, ref, log_target=True, reduction="sum"))
         nll, kl = self._sum((nll, kl))
         return {"perplexity": math.exp(nll / self.tokens), "kl": kl / self.tokens}

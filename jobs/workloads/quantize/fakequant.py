@@ -109,24 +109,26 @@ def _policy_params(model) -> list[Any]:
 
 @contextlib.contextmanager
 def applied(model, changes: dict[Unit, Any], *, group_size: int, prune: float | None = None,
-            policy: bool = False) -> Iterator[None]:
+            policy: bool = False) -> Iterator[dict[str, Any]]:
     """The model with each unit's weights fake-quantized to changes[unit] bits (or pruned by `prune`), and with
-    the fp16 policy for embeddings and head when `policy`; the original weights are restored on exit."""
+    the fp16 policy for embeddings and head when `policy`; the original weights are restored on exit. Yields the
+    changed linears' original weights by qualified name (the only copy: real kernels start from them)."""
     import torch
 
-    saved = []
+    saved, originals = [], {}
     try:
         with torch.no_grad():
             for unit, bits in changes.items():
-                for _, m in unit.linears:
-                    saved.append((m.weight, m.weight.detach().clone()))
+                for q, m in unit.linears:
+                    originals[q] = m.weight.detach().clone()
+                    saved.append((m.weight, originals[q]))
                     m.weight.copy_(prune_weight(m.weight, prune) if prune is not None
                                    else quantize_weight(m.weight, bits, group_size))
             if policy:
                 for p in _policy_params(model):
                     saved.append((p, p.detach().clone()))
                     p.copy_(quantize_weight(p, FP16, group_size))
-        yield
+        yield originals
     finally:
         with torch.no_grad():
             for p, orig in reversed(saved):

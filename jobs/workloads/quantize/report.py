@@ -34,22 +34,29 @@ def _paper() -> pd.DataFrame:
 
 
 def _maps(table: pd.DataFrame) -> list[tuple[str, dict[str, Any]]]:
-    """One sensitivity map per model x sensitivity kind x granularity (the first point's; every point of a
-    sweep measures the same model)."""
+    """One sensitivity map per model x sensitivity kind x granularity (x prune amount) (the first point's; every
+    point of a sweep measures the same model)."""
     rows = rows_for(table, WORKLOAD)
     if "sensitivity_map" not in rows:
         return []
     out, seen = [], set()
     for _, r in rows.dropna(subset=["sensitivity_map"]).iterrows():
-        key = (r.get("model"), r.get("sensitivity"), r.get("granularity"))
-        if key in seen:
-            continue
-        seen.add(key)
         try:
-            out.append((" · ".join(map(str, key)), json.loads(r["sensitivity_map"])))
+            smap = json.loads(r["sensitivity_map"])
         except (TypeError, ValueError):
             continue
+        key = (r.get("model"), r.get("sensitivity"), r.get("granularity"))
+        key += (pruned_label(smap),) if smap.get("prune_amount") is not None else ()
+        if key not in seen:
+            seen.add(key)
+            out.append((" · ".join(map(str, key)), smap))
     return out
+
+
+def pruned_label(smap: dict[str, Any]) -> str:
+    """The prune map's one column, e.g. "pruned 50%"; maps recorded before the amount was kept say only "pruned"."""
+    amount = smap.get("prune_amount")
+    return "pruned" if amount is None else f"pruned {100 * amount:g}%"
 
 
 def heatmaps(table: pd.DataFrame) -> list[Chart]:
@@ -60,7 +67,7 @@ def heatmaps(table: pd.DataFrame) -> list[Chart]:
         tip = [alt.Tooltip("unit:N"), alt.Tooltip("precision:N"),
                alt.Tooltip("delta:Q", title="Δ perplexity", format=".4~g")]
         if smap.get("kind") == "prune":
-            data = pd.DataFrame({"unit": smap["units"], "precision": "pruned 30%", "delta": smap["prune_score"]})
+            data = pd.DataFrame({"unit": smap["units"], "precision": pruned_label(smap), "delta": smap["prune_score"]})
             what = "perplexity increase with only this unit magnitude-pruned (the paper's proxy)"
             color = alt.Color("delta:Q", title="Δ perplexity", scale=alt.Scale(scheme="blueorange", domainMid=0))
         else:

@@ -58,7 +58,8 @@ def prune(evaluator, us: list[Unit], bits: list[int], base: dict[str, float], am
     for u in us:
         with applied(evaluator.model, {u: None}, group_size=0, prune=amount):
             scores.append(evaluator.score()["perplexity"] - base["perplexity"])
-    return {"kind": "prune", "units": [u.name for u in us], "bits": list(bits), "prune_score": scores}
+    return {"kind": "prune", "units": [u.name for u in us], "bits": list(bits), "prune_amount": amount,
+            "prune_score": scores}
 
 
 def costs(smap: dict[str, Any]) -> tuple[str, list[list[float]], list[list[float]]]:

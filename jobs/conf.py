@@ -1,0 +1,45 @@
+"""Where config files are and how one is read: the only module that locates hydra_conf/ (a test checks).
+
+Two directories hold config groups (hardware/, model/, cluster/, ...): the shipped package hydra_conf/ and the
+user config directory, ${ACCELSWEEP_CONFIG_DIR:-~/.config/accelsweep}, where `jobs.cluster init` writes cluster
+files; Hydra searches it after hydra_conf/ (hydra_plugins/accelsweep_searchpath). Files are parsed by OmegaConf,
+as Hydra parses them when it composes, and returned as plain dicts with interpolations left unresolved.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+MODULE = "hydra_conf"                    # the shipped config package (Hydra's config_module)
+HYDRA_PATH = f"pkg://{MODULE}"           # the same for @hydra.main's config_path
+SHIPPED = Path(__file__).resolve().parents[1] / MODULE
+ENV_DIR = "ACCELSWEEP_CONFIG_DIR"
+
+
+def user_dir() -> Path:
+    """The user config directory (searched by Hydra after the shipped one)."""
+    return Path(os.environ.get(ENV_DIR) or Path.home() / ".config" / "accelsweep").expanduser()
+
+
+def names(group: str, *, user: bool = False) -> list[str]:
+    """The config names of `group` (e.g. hardware), shipped ones; with `user`, the user directory's too."""
+    dirs = (SHIPPED, user_dir()) if user else (SHIPPED,)
+    return sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
+
+
+def find(group: str, name: str) -> Path | None:
+    """The file Hydra would use for `group=name`: the shipped one, else the user directory's; None if neither."""
+    return next((p for d in (SHIPPED, user_dir()) if (p := d / group / f"{name}.yaml").is_file()), None)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """One config file as a plain dict."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(OmegaConf.load(path))
+
+
+def group(group: str) -> dict[str, dict[str, Any]]:
+    """Every shipped file of `group`, by name, in name order."""
+    return {name: load(SHIPPED / group / f"{name}.yaml") for name in names(group)}
