@@ -126,3 +126,35 @@ def test_inference_point_ids_do_not_change(make_cfg, overrides, pid):
     from jobs.plan import point_id
 
     assert point_id(make_cfg(*overrides)) == pid
+
+
+def test_the_toy_workload_goes_through_the_contract(toy_workload):
+    """The registry returns the Workload instance; the optional hooks have their defaults; a subclass that leaves
+    out a required hook cannot be made."""
+    from jobs import workloads
+    from jobs.workloads import Ranks, Workload
+
+    toy = workloads.get("toy")
+    cfg = {"workload": {"name": "toy", "widget_size": 2, "scaling": "weak"}}
+    assert isinstance(toy, Workload) and toy.metrics is toy_workload
+    assert toy.identity(cfg) == cfg["workload"] and toy.resolve(cfg) is cfg and toy.requeue(cfg) is False
+    assert toy.params(cfg) == {"workload": "toy", "widget_size": 2, "scaling": "weak"}
+    assert [p.slug for p in toy.pages()] == ["toy"] and (toy.templates() / "toy.html").is_file()
+    assert toy.tasks(cfg) is Ranks.PER_CARD
+    assert json.dumps([Ranks.PER_CARD, Ranks.PER_NODE]) == '["per_card", "per_node"]'   # as plans said before
+
+    class NoRun(Workload):
+        name, metrics, options = "norun", None, {}
+
+        def check(self, cfg):
+            return []
+
+        def params(self, cfg):
+            return {}
+
+        def tasks(self, cfg):
+            return Ranks.PER_CARD
+
+    with pytest.raises(TypeError, match="run"):
+        NoRun()
+    assert type("Bare", (NoRun,), {"run": lambda self, cfg, ctx: None})().pages() == []

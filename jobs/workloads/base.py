@@ -45,7 +45,6 @@ class Workload(ABC):
     name: ClassVar[str]
     metrics: ClassVar[MetricSet]             # what it measures: analysis/ and report/ read it (jobs.metrics)
     options: ClassVar[dict[str, Any]]        # its config section, one config_schema.Key per key
-    home: ClassVar[str] = "the workload's options"   # where a new key is declared (named by the config check)
     report: ClassVar[str | None] = None      # the module of its own report page (`PAGE`), `templates/` beside it
 
     @abstractmethod
@@ -63,6 +62,11 @@ class Workload(ABC):
     @abstractmethod
     def tasks(self, cfg: Config) -> Ranks:
         """The rank layout of the point."""
+
+    @property
+    def home(self) -> str:
+        """Where its keys are declared (named by the config check): options.py of its package."""
+        return f"{type(self).__module__.replace('.', '/')}/options.py"
 
     def identity(self, cfg: Config) -> dict[str, Any]:
         """The part of cfg["workload"] that identifies a point: all of it but the keys declared identity=False."""

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from jobs import config_schema
-from jobs.config_schema import Int, Str
 from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric, MetricSet
 from jobs.workloads import Ranks, Result, Workload
+
+from .options import OPTIONS
 
 METRICS = MetricSet(
     workload="toy",
@@ -23,11 +24,6 @@ METRICS = MetricSet(
                LOWER, repeat=PER_POINT, cross_hardware=False, label="wobble"),
     ),
 )
-
-OPTIONS = {"name": Str(default="toy", help="the workload"),
-           "widget_size": Int(min=1, default=1, column=True, help="widgets' size"),
-           "scaling": Str(choices=("weak", "strong"), default="weak", column=True, help="as inference")}
-
 
 class Toy(Workload):
     """Widgets of one size, made at a made-up rate (no point of it is ever run)."""

@@ -241,7 +241,6 @@ class Finetune(Workload):
     name = "finetune"
     metrics = METRICS
     options = OPTIONS
-    home = "jobs/workloads/finetune/options.py"
     report = f"{__name__}.report"
     check = staticmethod(check)
     params = staticmethod(params)

@@ -281,7 +281,6 @@ class Inference(Workload):
     name = "inference"
     metrics = METRICS
     options = OPTIONS
-    home = "jobs/workloads/inference/options.py"
     report = f"{__name__}.report"
     check = staticmethod(check)
     params = staticmethod(params)

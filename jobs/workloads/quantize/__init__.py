@@ -294,7 +294,6 @@ class Quantize(Workload):
     name = "quantize"
     metrics = METRICS
     options = OPTIONS
-    home = "jobs/workloads/quantize/options.py"
     report = f"{__name__}.report"
     check = staticmethod(check)
     params = staticmethod(params)

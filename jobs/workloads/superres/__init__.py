@@ -92,7 +92,6 @@ class Superres(Workload):
     name = "superres"
     metrics = METRICS
     options = OPTIONS
-    home = "jobs/workloads/superres/options.py"
     report = f"{__name__}.report"
     check = staticmethod(check)
     params = staticmethod(params)
