@@ -22,7 +22,14 @@ from jobs import noise
 
 NAME_RULE = "one path component of letters, digits, '.', '_' and '-' that starts with a letter or digit"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-UNSET = type("Unset", (), {"__repr__": lambda self: "UNSET"})()   # no declared default (the core groups' keys)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()   # no declared default (the core groups' keys have none)
 
 
 @dataclass(frozen=True)
