@@ -1,16 +1,22 @@
 """python -m jobs.catalogue: what a sweep can use — study presets, workloads and their metrics, hardware, models,
 precisions and clusters — read from hydra_conf/ and the workloads' declarations (also `python -m jobs.sweep --help`).
 
---metrics-markdown prints the README's metric tables from the declarations.
+--metrics-markdown prints the README's metric tables from the declarations; --keys-markdown the workloads' key
+tables, and --keys-readme writes them into README.md (between its `<!-- keys: <workload> -->` markers).
 """
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
-from jobs import conf, experiment, workloads
+from jobs import conf, config_schema, experiment, workloads
 from jobs.metrics import DERIVED, Metric
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_KEYS = re.compile(r"(<!-- keys: (\w+) -->\n).*?(<!-- /keys -->)", re.DOTALL)
 
 USAGE = """\
 python -m jobs.sweep -m key=a,b other=x,y      cross the values: every combination is one point
@@ -105,12 +111,29 @@ def metric_tables() -> str:
     return "\n".join(lines + _md_rows(DERIVED))
 
 
+def key_tables() -> dict[str, str]:
+    """Markdown: each registered workload's key table, from its declarations (`options`)."""
+    return {name: config_schema.key_table(workloads.get(name).options) for name in workloads.names()}
+
+
+def with_key_tables(text: str) -> str:
+    """`text` (the README) with every `<!-- keys: <workload> -->` block replaced by that workload's key table."""
+    tables = key_tables()
+    return _KEYS.sub(lambda m: m.group(1) + tables[m.group(2)] + "\n" + m.group(3), text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m jobs.catalogue", description=__doc__.splitlines()[0])
     ap.add_argument("--metrics-markdown", action="store_true", help="print the README's metric tables")
+    ap.add_argument("--keys-markdown", action="store_true", help="print the workloads' key tables")
+    ap.add_argument("--keys-readme", action="store_true", help="write the key tables into README.md")
     args = ap.parse_args(argv)
     if args.metrics_markdown:
         print(metric_tables())
+    elif args.keys_markdown:
+        print("\n\n".join(f"workload/{name}\n\n{table}" for name, table in key_tables().items()))
+    elif args.keys_readme:
+        README.write_text(with_key_tables(README.read_text()))
     else:
         show()
     return 0

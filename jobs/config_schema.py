@@ -5,24 +5,38 @@ compose, or the launcher's fast path that sets plain values on a copy), so a
 value cannot skip it. Hydra parses `dry_run=no` as the string "no": a boolean
 key accepts only true/false, an integer key only whole numbers (not booleans).
 
-A key that is not declared here is rejected, naming this file: to add a key,
-add one line to its group below (a workload may declare its own section as
-CONFIG_SCHEMA in its module). `Open` marks blocks whose keys are free
-(a model's architecture config is passed to transformers as it is).
+A key that is not declared is rejected: to add a key, add one line to its group
+below; a workload declares its own section once, as its `options` (a Key per key,
+with its default, help, whether it identifies a point and the table column it is
+copied to; jobs.workloads.base). `Open` marks blocks whose keys are free (a
+model's architecture config is passed to transformers as it is).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
+
+from jobs import noise
 
 NAME_RULE = "one path component of letters, digits, '.', '_' and '-' that starts with a letter or digit"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()   # no declared default (the core groups' keys have none)
+
+
 @dataclass(frozen=True)
 class Key:
-    """One leaf: its type (bool | int | float | str | list | any), whether null is allowed, and its range."""
+    """One leaf: its type (bool | int | float | str | list | any), whether null is allowed, and its range; for a
+    workload's key also its default (as in hydra_conf/workload/<name>.yaml), its help (the README's key tables),
+    whether it identifies a point, and the table column its value is copied to (True: its own name)."""
 
     kind: str
     null: bool = False
@@ -32,6 +46,10 @@ class Key:
     items: Key | None = None        # list items
     pattern: re.Pattern | None = None
     rule: str = ""                    # what `pattern` means, for the message
+    default: Any = field(default=UNSET, hash=False)
+    help: str = ""
+    identity: bool = True             # False: the key changes nothing measured (a cache path), not in the point id
+    column: bool | str = False
 
     def problem(self, path: str, value: Any) -> str | None:
         if value is None:
@@ -57,15 +75,25 @@ class Key:
                     return why
         return None
 
-    def _what(self) -> str:
-        what = {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "a string",
-                "list": "a list", "any": "a value"}[self.kind]
+    def _what(self, plural: bool = False) -> str:
+        what = ({"bool": "true or false", "int": "whole numbers", "float": "numbers", "str": "strings",
+                 "list": "lists", "any": "values"} if plural else
+                {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "a string",
+                 "list": "a list", "any": "a value"})[self.kind]
         rng = [f">= {self.min:g}"] if self.min is not None else []
         rng += [f"<= {self.max:g}"] if self.max is not None else []
         return what + (" " + " and ".join(rng) if rng else "")
 
     def _allowed(self) -> str:
         return f" (allowed: {', '.join(map(str, self.choices))})" if self.choices else f" ({self._what()})"
+
+    def allowed(self) -> str:
+        """What the key accepts, for the key tables."""
+        what = " \\| ".join(map(str, self.choices)) if self.choices else self._what()
+        if self.kind == "list" and self.items is not None:
+            item = self.items
+            what += " of " + (" \\| ".join(map(str, item.choices)) if item.choices else item._what(plural=True))
+        return what + (" or null" if self.null else "")
 
 
 @dataclass(frozen=True)
@@ -76,24 +104,29 @@ class Open:
     null: bool = False
 
 
-def Bool(null: bool = False) -> Key:
-    return Key("bool", null=null)
+# `meta`: a workload key's default, help, identity and column (Key).
+def Bool(null: bool = False, **meta: Any) -> Key:
+    return Key("bool", null=null, **meta)
 
 
-def Int(min: float | None = None, max: float | None = None, null: bool = False) -> Key:
-    return Key("int", null=null, min=min, max=max)
+def Int(min: float | None = None, max: float | None = None, null: bool = False, **meta: Any) -> Key:
+    return Key("int", null=null, min=min, max=max, **meta)
 
 
-def Num(min: float | None = None, max: float | None = None, null: bool = False) -> Key:
-    return Key("float", null=null, min=min, max=max)
+def Num(min: float | None = None, max: float | None = None, null: bool = False, **meta: Any) -> Key:
+    return Key("float", null=null, min=min, max=max, **meta)
 
 
-def Str(null: bool = False, choices: tuple = ()) -> Key:
-    return Key("str", null=null, choices=choices)
+def Str(null: bool = False, choices: tuple = (), **meta: Any) -> Key:
+    return Key("str", null=null, choices=choices, **meta)
 
 
-def Strs(null: bool = False) -> Key:
-    return Key("list", null=null, items=Str())
+def Strs(null: bool = False, **meta: Any) -> Key:
+    return Key("list", null=null, items=Str(), **meta)
+
+
+def Ints(min: float | None = None, max: float | None = None, null: bool = False, **meta: Any) -> Key:
+    return Key("list", null=null, items=Int(min=min, max=max), **meta)
 
 
 DEVICES = ("cuda", "rocm", "hpu", "cpu")
@@ -112,7 +145,7 @@ SCHEMA: dict[str, Any] = {
     "force": Bool(),
     "accelerator_defaults": {   # jobs.defaults: what inference on an accelerator measures when the command is silent
         "enabled": Bool(), "model": Str(), "model_init": Str(choices=("random", "pretrained")), "precision": Strs(),
-        "batch_size": Key("list", items=Int(min=1)), "shape": Strs(),
+        "batch_size": Ints(min=1), "shape": Strs(),
     },
     "sweep": {
         "name": Key("str", pattern=_NAME, rule=NAME_RULE),
@@ -151,29 +184,24 @@ SCHEMA: dict[str, Any] = {
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
 }
 
-# Every workload's noise control (jobs/noise.py).
-NOISE = {"target": Num(min=0.001, null=True), "confidence": Num(min=0.5, max=0.999),
-         "max_repeats": Int(min=1), "max_seconds": Num(min=0, null=True)}
 
-# The `workload` section of each workload (a workload module's CONFIG_SCHEMA takes precedence).
-WORKLOADS: dict[str, dict[str, Any]] = {
-    "inference": {
-        "name": Str(), "engine": Str(), "batch_size": Int(min=1), "input_tokens": Int(min=1),
-        "output_tokens": Int(min=1), "shape": Str(null=True), "scaling": Str(), "warmup": Int(min=0),
-        "repeats": Int(min=1), "run_unfit": Bool(),
-        "noise": NOISE,
-        "hf": {"static_cache": Bool(), "compile": Bool()},
-        "vllm": {"gpu_memory_utilization": Num(min=0.01, max=1.0, null=True), "enforce_eager": Bool(),
-                 "max_model_len": Int(min=1, null=True), "max_num_seqs": Int(min=1, null=True),
-                 "hpu": {"lazy_mode": Bool(), "skip_warmup": Bool(), "recipe_cache": Str(null=True),
-                         "recipe_cache_mb": Int(min=1), "exponential_bucketing": Bool()}},
-        "habana": {"use_hpu_graphs": Bool(), "lazy_mode": Bool(), "bucket_size": Int(min=-1),
-                   "bucket_internal": Bool(), "reuse_cache": Bool(), "quant_config": Str(null=True)},
-    },
-}
+def noise_options(max_seconds: float | None) -> dict[str, Key]:
+    """Every workload's noise control (jobs/noise.py); `max_seconds` is the workload's own default budget."""
+    d = noise.DEFAULTS
+    return {
+        "target": Num(min=0.001, null=True, default=d["target"],
+                      help="repeat until the interval of the main metric's median is at most this share of the "
+                           "median; `null`: exactly `repeats` runs (see Metric definitions, \"Noise control\")"),
+        "confidence": Num(min=0.5, max=0.999, default=d["confidence"], help="confidence of that interval"),
+        "max_repeats": Int(min=1, default=d["max_repeats"],
+                           help="repeat budget (at least `repeats`); a point stopped here is `stable: false`"),
+        "max_seconds": Num(min=0, null=True, default=max_seconds,
+                           help="time budget over the timed repeats (no new repeat starts after it; a point always "
+                                "runs at least `repeats`); `null`: none"),
+    }
 
 
-def _walk(spec: Any, value: Any, path: str, problems: list[str]) -> None:
+def _walk(spec: Any, value: Any, path: str, problems: list[str], home: str) -> None:
     if isinstance(spec, Key):
         if why := spec.problem(path, value):
             problems.append(why)
@@ -184,7 +212,7 @@ def _walk(spec: Any, value: Any, path: str, problems: list[str]) -> None:
             problems.append(f"{path}={value!r} must be a mapping of key: value")
         elif spec.values is not None:
             for k, v in value.items():
-                _walk(spec.values, v, f"{path}.{k}", problems)
+                _walk(spec.values, v, f"{path}.{k}", problems, home)
     elif not isinstance(value, dict):
         problems.append(f"{path}={value!r} must be a mapping with keys {', '.join(spec)}")
     else:
@@ -193,32 +221,88 @@ def _walk(spec: Any, value: Any, path: str, problems: list[str]) -> None:
             sub = spec.get(k)
             if sub is None:
                 problems.append(f"{prefix}{k} is not a known key (known: {', '.join(spec)}); a new key is "
-                                "declared in jobs/config_schema.py")
+                                f"declared in {home}")
                 continue
             if isinstance(sub, Key) and sub.kind == "str" and isinstance(v, (int, float)) and not isinstance(v, bool):
                 value[k] = v = str(v)   # Hydra reads sweep.name=2024 or cluster.account=123 as numbers
-            _walk(sub, v, prefix + k, problems)
+            _walk(sub, v, prefix + k, problems, home)
         for k, sub in spec.items():
             if k not in value and not isinstance(sub, Open) and not (isinstance(sub, Key) and sub.null):
                 problems.append(f"{prefix}{k} is missing")
-
-
-def workload_schema(name: Any) -> dict[str, Any] | None:
-    from jobs import workloads
-
-    try:
-        module = workloads.get(name)
-    except (TypeError, ValueError):   # an unknown workload is reported by plan.make_point
-        return None
-    return getattr(module, "CONFIG_SCHEMA", None) or WORKLOADS.get(name)
 
 
 def check(cfg: dict[str, Any]) -> list[str]:
     """Every key of a resolved point config against its declared type and range; [] when all are valid.
 
     Numbers given to string keys become strings (in place)."""
-    wl = cfg.get("workload")
-    spec = {**SCHEMA, "workload": workload_schema(wl.get("name") if isinstance(wl, dict) else None) or Open()}
+    from jobs import workloads
+
     problems: list[str] = []
-    _walk(spec, cfg, "", problems)
+    _walk({**SCHEMA, "workload": Open()}, cfg, "", problems, "jobs/config_schema.py")
+    wl = cfg.get("workload")
+    try:
+        declared = workloads.get(wl.get("name")) if isinstance(wl, dict) else None
+    except (TypeError, ValueError):   # an unknown workload is reported by plan.make_point
+        declared = None
+    if declared is not None:
+        _walk(declared.options, wl, "workload", problems, declared.home)
     return problems
+
+
+def leaves(spec: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Key | Open]]:
+    """(dotted path, declaration) of every leaf of a section's declarations, in declaration order."""
+    for k, sub in spec.items():
+        if isinstance(sub, dict):
+            yield from leaves(sub, f"{prefix}{k}.")
+        else:
+            yield prefix + k, sub
+
+
+def defaults(spec: dict[str, Any]) -> dict[str, Any]:
+    """The declared defaults of a section, nested as in its YAML file (UNSET where none is declared)."""
+    return {k: defaults(sub) if isinstance(sub, dict) else getattr(sub, "default", UNSET) for k, sub in spec.items()}
+
+
+def identity(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
+    """`section` less the keys declared identity=False (undeclared keys stay)."""
+    out = {}
+    for k, v in section.items():
+        sub = spec.get(k)
+        if isinstance(sub, Key) and not sub.identity:
+            continue
+        out[k] = identity(sub, v) if isinstance(sub, dict) and isinstance(v, dict) else v
+    return out
+
+
+def columns(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
+    """The table columns that are plain copies of a key: {column: value} for every key declared with `column`."""
+    out = {}
+    for path, key in leaves(spec):
+        if isinstance(key, Key) and key.column:
+            value: Any = section
+            for part in path.split("."):
+                value = value[part]
+            out[path.rsplit(".", 1)[-1] if key.column is True else key.column] = value
+    return out
+
+
+def _yaml(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return f"[{', '.join(map(_yaml, value))}]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def key_table(spec: dict[str, Any]) -> str:
+    """Markdown: one row per declared key (the README's key table of a workload)."""
+    lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for path, key in leaves(spec):
+        allowed = key.allowed() if isinstance(key, Key) else "a mapping"
+        default = getattr(key, "default", UNSET)
+        shown = "—" if default is UNSET else f"`{_yaml(default)}`"
+        note = "" if getattr(key, "identity", True) else " (not part of the point's id)"
+        lines.append(f"| `{path}` | {shown} | {allowed} | {getattr(key, 'help', '')}{note} |")
+    return "\n".join(lines)

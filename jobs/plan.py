@@ -17,6 +17,7 @@ from typing import Any
 
 from jobs import conf, config_schema, noise, workloads
 from jobs.energy import CHOICES as ENERGY_CHOICES
+from jobs.workloads import Ranks
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 
@@ -106,12 +107,10 @@ def semantic(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _workload_identity(cfg: dict[str, Any]) -> Any:
-    """The workload section, less what its module says identifies nothing (e.g. options of engines not chosen)."""
+    """The workload section, less what its identity hook says identifies nothing (options of engines not chosen)."""
     try:
         wl = workloads.get(cfg["workload"]["name"])
     except (KeyError, TypeError, ValueError):  # an unknown workload is reported by make_point
-        return cfg["workload"]
-    if not hasattr(wl, "identity"):
         return cfg["workload"]
     out = dict(wl.identity(cfg))
     # Noise settings at their defaults identify nothing (jobs.noise), so ids from before the noise block stay.
@@ -183,7 +182,7 @@ def cpu_threads(cfg: dict[str, Any]) -> dict[str, Any]:
 def _cards_per_rank(cfg: dict[str, Any]) -> int:
     """Cards one process drives: 1 for per-card workloads, the node's cards for per-node ones (vllm)."""
     try:
-        per_card = workloads.get(cfg["workload"]["name"]).tasks(cfg) == "per_card"
+        per_card = workloads.get(cfg["workload"]["name"]).tasks(cfg) is Ranks.PER_CARD
     except (KeyError, TypeError, ValueError):  # an unknown workload is reported by make_point
         return 1
     return 1 if per_card else math.ceil(int(cfg["cards"]) / nodes_for(cfg))
@@ -206,8 +205,7 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
         params.update(wl.params(cfg))
-        if hasattr(wl, "resolve"):  # what travels to the node names the engine auto picked
-            cfg = wl.resolve(cfg)
+        cfg = wl.resolve(cfg)   # what travels to the node names the engine auto picked
     except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))
     elsewhere = other_cluster(cfg)
@@ -380,7 +378,7 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     cards, nodes = cfg["cards"], nodes_for(cfg)
     per_node = math.ceil(cards / nodes)
     gpus = per_node if hw["device"] != "cpu" and sl["gpu_request"] != "none" else 0
-    per_card_tasks = workloads.get(cfg["workload"]["name"]).tasks(cfg) == "per_card"
+    per_card_tasks = workloads.get(cfg["workload"]["name"]).tasks(cfg) is Ranks.PER_CARD
     tasks = per_node if per_card_tasks else 1
     cpus, mem = sl.get("cpus_per_card"), sl.get("mem_per_card_gb")
     if cpus is None and hw["device"] == "cpu":  # a CPU card is cores_per_card cores: ask for them

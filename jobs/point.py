@@ -259,7 +259,7 @@ def requeues(spec: dict[str, Any]) -> bool:
     name = ((spec.get("cfg") or {}).get("workload") or {}).get("name")
     if name not in workloads.WORKLOADS:   # an unknown workload is reported elsewhere
         return False
-    return bool(getattr(workloads.get(name), "requeue", lambda cfg: False)(spec["cfg"]))
+    return workloads.get(name).requeue(spec["cfg"])
 
 
 class PointJob:

@@ -63,6 +63,45 @@ def test_model_builds_on_meta_device(path):
         assert n / 1e9 == pytest.approx(m["params_b"], rel=0.02)
 
 
+@pytest.mark.parametrize("name", ["inference", "superres", "quantize", "finetune"])
+def test_yaml_defaults_are_the_declared_defaults(name):
+    """hydra_conf/workload/<name>.yaml sets every declared key to its declared default, and no other key."""
+    from jobs import conf, config_schema, workloads
+
+    options = workloads.get(name).options
+    shipped = conf.load(conf.SHIPPED / "workload" / f"{name}.yaml")
+    shipped.pop("defaults", None)   # Hydra's defaults list, not a key of the section
+    assert shipped == config_schema.defaults(options)
+    undocumented = [path for path, key in config_schema.leaves(options) if not key.help]
+    assert not undocumented, f"declare a help for {undocumented}"
+
+
+def test_declared_defaults_identity_and_columns():
+    from jobs import config_schema
+    from jobs.config_schema import Int, Str
+
+    spec = {"a": Int(default=1, column=True), "b": {"c": Str(null=True, default=None, identity=False, column="bc"),
+                                                    "d": Int()}}
+    assert config_schema.defaults(spec) == {"a": 1, "b": {"c": None, "d": config_schema.UNSET}}
+    section = {"a": 2, "b": {"c": "/cache", "d": 3}, "undeclared": 4}
+    assert config_schema.identity(spec, section) == {"a": 2, "b": {"d": 3}, "undeclared": 4}
+    assert config_schema.columns(spec, section) == {"a": 2, "bc": "/cache"}
+    table = config_schema.key_table(spec)
+    assert "| `b.c` | `null` | a string or null |  (not part of the point's id) |" in table
+    assert "| `b.d` | — | a whole number |  |" in table
+
+
+def test_readme_key_tables_are_the_declarations():
+    from jobs.catalogue import README, with_key_tables
+
+    readme = README.read_text()
+    assert readme.count("<!-- keys: ") == 4
+    assert with_key_tables(readme) == readme, ("README's key tables are out of date; regenerate them with "
+                                               "`python -m jobs.catalogue --keys-readme`")
+    stale = readme.replace("| `batch_size` | `1` |", "| `batch_size` | `2` |", 1)
+    assert stale != readme and with_key_tables(stale) == readme
+
+
 # --------------------------------------------------------------------------- jobs.conf
 
 PACKAGES = ("jobs", "analysis", "report", "hydra_plugins", "benchmarks")

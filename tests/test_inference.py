@@ -129,7 +129,7 @@ def test_pretrained_checkpoint_loads_from_local_path(make_cfg, ctx, tmp_path):
 
 
 def test_model_math_matches_transformers_and_hand_values(make_cfg):
-    from jobs.workloads.inference import model_math as mm
+    from jobs import model_math as mm
 
     c = make_cfg("model=llama-3-8b", "model.init=random")["model"]["config"]
     assert mm.parameters(c) == 8_030_261_248            # transformers' count of Meta-Llama-3-8B
@@ -143,7 +143,7 @@ def test_model_math_matches_transformers_and_hand_values(make_cfg):
 def test_roofline_fractions_hand_computed(make_cfg):
     cfg = make_cfg("hardware=h100", "precision=bf16", "model=tiny-llama")
     c = cfg["model"]["config"]
-    from jobs.workloads.inference import model_math as mm
+    from jobs import model_math as mm
 
     res = inference.roofline(cfg, 2, 10, 5, {"itl_s": [0.001], "ttft_s": [0.01]})
     step = mm.parameters(c) * 2 + mm.kv_bytes_per_token(c, "bfloat16") * 2 * 12.5

@@ -91,16 +91,29 @@ def test_a_crashed_worker_costs_its_point_and_a_new_worker_takes_the_rest(tmp_pa
     assert "worker process ended without writing a record" in rec["error"]["message"]
 
 
-METRICS = None   # the workload below declares no metrics
-
-
-def run(cfg, ctx):
+class Sleepy(workloads.Workload):
     """A workload for the next test: its points take `workload.seconds`, in small steps (as real work is)."""
-    ctx.cache["runs"] = ctx.cache.get("runs", 0) + 1
-    end = time.monotonic() + cfg["workload"]["seconds"]
-    while time.monotonic() < end:
-        time.sleep(0.02)
-    return workloads.Result(samples={}, info={"runs_in_this_worker": ctx.cache["runs"]})
+
+    name, metrics, options = "sleepy", None, {}
+
+    def run(self, cfg, ctx):
+        ctx.cache["runs"] = ctx.cache.get("runs", 0) + 1
+        end = time.monotonic() + cfg["workload"]["seconds"]
+        while time.monotonic() < end:
+            time.sleep(0.02)
+        return workloads.Result(samples={}, info={"runs_in_this_worker": ctx.cache["runs"]})
+
+    def check(self, cfg):
+        return []
+
+    def params(self, cfg):
+        return {}
+
+    def tasks(self, cfg):
+        return workloads.Ranks.PER_CARD
+
+
+WORKLOAD = Sleepy()
 
 
 def test_a_point_past_its_time_limit_is_a_timeout_and_the_worker_goes_on(tmp_path, monkeypatch):

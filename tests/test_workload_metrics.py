@@ -221,7 +221,7 @@ def test_a_study_the_toy_declares_is_loaded_and_compared_like_the_shipped_ones(t
                            "source", "published"),
                   keys=("hardware", "model", "widget_size", "cards"), setting={"precision": ("fp32",)},
                   software="maker", derive=True)
-    monkeypatch.setattr(toy, "METRICS", dataclasses.replace(toy.METRICS, studies=(study,)))
+    monkeypatch.setattr(toy.Toy, "metrics", dataclasses.replace(toy.METRICS, studies=(study,)))
     assert references.studies()["toy-paper"] is study
     assert references.load(study)["scaling_efficiency"].tolist() == [1.0, pytest.approx(12 / (2 * 8))]
     got = references.compare_study(_table(), study, ["widgets_per_s"])
@@ -229,3 +229,35 @@ def test_a_study_the_toy_declares_is_loaded_and_compared_like_the_shipped_ones(t
                                  "published", "measured", "ratio"]
     assert got["ratio"].tolist() == [pytest.approx(10 / 8), pytest.approx(18 / 12)]   # toy a on 1 and 2 cards
     assert references.compare_study(_table().assign(precision="bf16"), study, ["widgets_per_s"]).empty
+
+
+def test_the_toy_workload_goes_through_the_contract(toy_workload):
+    """The registry returns the Workload instance; the optional hooks have their defaults; a subclass that leaves
+    out a required hook cannot be made."""
+    from jobs import workloads
+    from jobs.workloads import Ranks, Workload
+
+    toy = workloads.get("toy")
+    cfg = {"workload": {"name": "toy", "widget_size": 2, "scaling": "weak"}}
+    assert isinstance(toy, Workload) and toy.metrics is toy_workload
+    assert toy.identity(cfg) == cfg["workload"] and toy.resolve(cfg) is cfg and toy.requeue(cfg) is False
+    assert toy.params(cfg) == {"workload": "toy", "widget_size": 2, "scaling": "weak"}
+    assert [p.slug for p in toy.pages()] == ["toy"] and (toy.templates() / "toy.html").is_file()
+    assert toy.tasks(cfg) is Ranks.PER_CARD
+    assert json.dumps([Ranks.PER_CARD, Ranks.PER_NODE]) == '["per_card", "per_node"]'   # as plans said before
+
+    class NoRun(Workload):
+        name, metrics, options = "norun", None, {}
+
+        def check(self, cfg):
+            return []
+
+        def params(self, cfg):
+            return {}
+
+        def tasks(self, cfg):
+            return Ranks.PER_CARD
+
+    with pytest.raises(TypeError, match="run"):
+        NoRun()
+    assert type("Bare", (NoRun,), {"run": lambda self, cfg, ctx: None})().pages() == []

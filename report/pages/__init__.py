@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import pkgutil
 import weakref
 from collections.abc import Callable, Iterable
@@ -187,35 +186,20 @@ def split_fields(frame: pd.DataFrame, fields: list[str]) -> tuple[list[str], str
     return varying, (label(frame.head(1), fixed).iloc[0] if fixed and len(frame) else "")
 
 
-def _workload_page_modules() -> list[str]:
-    """`<workload package>.report` of every registered workload that has one."""
-    found = []
-    for name in workloads.names():
-        module = f"{workloads.WORKLOADS[name]}.report"
-        try:
-            if importlib.util.find_spec(module):
-                found.append(module)
-        except ModuleNotFoundError:  # the workload is a plain module, not a package
-            pass
-    return found
-
-
 def template_dirs() -> list[Path]:
-    """The `templates/` folders beside the workloads' report modules (report/templates comes first)."""
-    dirs = []
-    for module in _workload_page_modules():
-        origin = importlib.util.find_spec(module).origin
-        if origin and (Path(origin).parent / "templates").is_dir():
-            dirs.append(Path(origin).parent / "templates")
-    return dirs
+    """The workloads' own template folders (Workload.templates; report/templates comes first)."""
+    found = [workloads.get(name).templates() for name in workloads.names()]
+    return [d for d in found if d is not None and d.is_dir()]
 
 
 def discover() -> list[Page]:
+    """The pages of report/pages/ and every registered workload's own (Workload.pages)."""
     pages: list[Page] = []
-    modules = [f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__) if not i.name.startswith("_")]
-    for name in modules + _workload_page_modules():
+    for name in [f"{__name__}.{i.name}" for i in pkgutil.iter_modules(__path__) if not i.name.startswith("_")]:
         mod = importlib.import_module(name)
         pages += list(getattr(mod, "PAGES", [])) + ([mod.PAGE] if hasattr(mod, "PAGE") else [])
+    for name in workloads.names():
+        pages += workloads.get(name).pages()
     slugs = [p.slug for p in pages]
     dupes = {s for s in slugs if slugs.count(s) > 1}
     if dupes:

@@ -14,34 +14,22 @@ import shutil
 import time
 from typing import Any
 
-from jobs import noise
-from jobs.config_schema import NOISE, Bool, Int, Num, Str, Strs
-from jobs.workloads import Result
+from jobs import config_schema, noise
+from jobs.workloads import Ranks, Result, Workload
 
 from . import metrics as fm
-from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+from .metrics import METRICS
+from .options import OPTIONS
 
-METHODS, ATTENTIONS, STRATEGIES = ("lora", "full"), ("eager", "sdpa", "flash"), ("none", "ddp", "zero3", "fsdp")
 SHARDED = ("zero3", "fsdp")
 # Model types whose forward GaudiTrainer passes use_flash_attention to (optimum-habana's trainer.py,
 # _get_input_update_settings); on others flash would silently not be used.
 HPU_FLASH_MODEL_TYPES = ("llama", "qwen2", "starcoder2", "gemma", "baichuan", "chatglm", "deepseek_v2")
 EXTRA = "pip install 'accelsweep[finetune]'"
 
-CONFIG_SCHEMA: dict[str, Any] = {
-    "name": Str(), "method": Str(choices=METHODS), "attention": Str(choices=ATTENTIONS),
-    "strategy": Str(choices=STRATEGIES), "batch_size": Int(min=1), "grad_accum": Int(min=1), "seq_len": Int(min=2),
-    "lr": Num(min=0), "warmup_steps": Int(min=0), "repeats": Int(min=1), "token_budget": Int(min=1),
-    "noise": NOISE,
-    "run_unfit": Bool(), "checkpoint_every": Int(min=0),
-    "lora": {"rank": Int(min=1), "alpha": Num(min=0), "dropout": Num(min=0, max=1), "target_modules": Strs()},
-    "zero3": {"stage": Int(min=1, max=3), "offload": Str(choices=("none", "cpu"))},
-    "data": {"path": Str(null=True), "fields": Strs(), "pack": Bool()},
-}
 
-
-def tasks(cfg: dict[str, Any]) -> str:
-    return "per_card"
+def tasks(cfg: dict[str, Any]) -> Ranks:
+    return Ranks.PER_CARD
 
 
 def requeue(cfg: dict[str, Any]) -> bool:
@@ -62,7 +50,7 @@ def resolve(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: option blocks that change nothing measured are left out."""
-    wl = {**cfg["workload"], "strategy": strategy(cfg)}
+    wl = {**config_schema.identity(OPTIONS, cfg["workload"]), "strategy": strategy(cfg)}
     if wl["method"] != "lora":
         del wl["lora"]
     if wl["strategy"] != "zero3":
@@ -131,11 +119,8 @@ def fits_with(cfg: dict[str, Any], card_gb: float) -> str:
 def params(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = cfg["workload"]
     lora = wl["method"] == "lora"
-    out = {"workload": "finetune", "method": wl["method"], "attention": wl["attention"], "strategy": strategy(cfg),
-           "batch_size": wl["batch_size"], "grad_accum": wl["grad_accum"], "seq_len": wl["seq_len"],
-           "pack": wl["data"]["pack"], "lr": wl["lr"], "lora_rank": wl["lora"]["rank"] if lora else None,
-           "lora_alpha": wl["lora"]["alpha"] if lora else None, "warmup_steps": wl["warmup_steps"],
-           "repeats": wl["repeats"], "token_budget": wl["token_budget"],
+    out = {"workload": "finetune", **config_schema.columns(OPTIONS, wl), "strategy": strategy(cfg),
+           "lora_rank": wl["lora"]["rank"] if lora else None, "lora_alpha": wl["lora"]["alpha"] if lora else None,
            "data": wl["data"]["path"] or "pydoc_data", "mem_estimate_gb": None, "mem_fits": None}
     try:
         est = _estimate(cfg, out["strategy"], cfg["cards"])
@@ -248,3 +233,22 @@ def _train(cfg: dict[str, Any], ctx, seqs: list[list[int]]):
                           peak_mem=ctx.gather(ctx.device.peak_memory_bytes()), strategy=trainer.strategy,
                           total_params=trainer.total_params, trainable_params=trainer.trainable_params,
                           total_bytes=trainer.total_bytes)
+
+
+class Finetune(Workload):
+    """Fine-tuning: this module's functions are its hooks."""
+
+    name = "finetune"
+    metrics = METRICS
+    options = OPTIONS
+    report = f"{__name__}.report"
+    check = staticmethod(check)
+    params = staticmethod(params)
+    run = staticmethod(run)
+    tasks = staticmethod(tasks)
+    identity = staticmethod(identity)
+    resolve = staticmethod(resolve)
+    requeue = staticmethod(requeue)
+
+
+WORKLOAD = Finetune()

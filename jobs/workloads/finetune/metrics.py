@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.metrics import HIGHER, LOWER, PEAK_MEM, Metric, MetricSet
-from jobs.workloads.inference.model_math import DTYPE_BYTES, dims, embedding_params, module_shapes, parameters
+from jobs.model_math import DTYPE_BYTES, dims, embedding_params, module_shapes, parameters
 
 from .study import STUDY
 

@@ -12,15 +12,16 @@ import socket
 import time
 from typing import Any
 
-from jobs import noise
-from jobs.workloads import Result
+from jobs import config_schema, model_math, noise
+from jobs.workloads import Ranks, Result, Workload
 
-from . import engines, model_math
-from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+from . import engines
+from .metrics import METRICS
 from .metrics import repeat as repeat_metrics
+from .options import OPTIONS
 
 
-def tasks(cfg: dict[str, Any]) -> str:
+def tasks(cfg: dict[str, Any]) -> Ranks:
     """per_card: one rank per card, each a replica with its own batch (hf, habana); per_node: one process
     drives the node's cards (vllm, tensor parallel = cards)."""
     return engines.tasks(engines.resolve(cfg)[0])
@@ -106,9 +107,9 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
     except ValueError:
         inp = out = None
     engine, note = engines.resolve(cfg)
-    out_params = {"workload": "inference", "engine": engine, "batch_size": wl["batch_size"],
-                  "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "scaling": wl["scaling"],
-                  "warmup": wl["warmup"], "repeats": wl["repeats"], "mem_estimate_gb": None, "mem_fits": None}
+    out_params = {"workload": "inference", "engine": engine, **config_schema.columns(OPTIONS, wl),
+                  "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "mem_estimate_gb": None,
+                  "mem_fits": None}
     if note:  # e.g. device_override=cpu on Gaudi: habana cannot run there, hf does
         out_params["engine_note"] = note
     try:  # with tensor parallel over k cards, one card holds 1/k of the weights and of the KV cache
@@ -272,3 +273,21 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
             "exact_output_tokens": produced == {out}, "ranks": len(ranks),
             "batch_per_card": batch // info.get("cards_per_process", 1)}
     return Result(samples=samples, info=info, status="ok" if produced == {out} else "failed")
+
+
+class Inference(Workload):
+    """LLM inference: this module's functions are its hooks."""
+
+    name = "inference"
+    metrics = METRICS
+    options = OPTIONS
+    report = f"{__name__}.report"
+    check = staticmethod(check)
+    params = staticmethod(params)
+    run = staticmethod(run)
+    tasks = staticmethod(tasks)
+    identity = staticmethod(identity)
+    resolve = staticmethod(resolve)
+
+
+WORKLOAD = Inference()

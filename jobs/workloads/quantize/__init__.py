@@ -14,53 +14,29 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jobs import noise
-from jobs.config_schema import NOISE, Int, Key, Num, Str
-from jobs.workloads import Result
-from jobs.workloads.inference.model_math import module_shapes
+from jobs import config_schema, noise
+from jobs.model_math import module_shapes
+from jobs.workloads import Ranks, Result, Workload
 
 from . import assign as assignment
-from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+from .metrics import METRICS
+from .options import OPTIONS
 
-SENSITIVITY = ("measured", "prune")
-GRANULARITY = ("layer", "linear")
-ASSIGN = ("budgeted", "kmeans")
-TARGETS = ("compression", "bits", "perplexity")
-APPLY = ("fake", "real")
-BACKENDS = ("auto", "torchao", "bitsandbytes", "inc")
 BITS = (2, 3, 4, 5, 6, 7, 8, 16)   # integer widths (fake quantization) and fp16
-_BITS = Key("list", items=Int(min=2, max=16))
-
-CONFIG_SCHEMA: dict[str, Any] = {
-    "name": Str(), "sensitivity": Str(choices=SENSITIVITY), "granularity": Str(choices=GRANULARITY),
-    "assign": Str(choices=ASSIGN), "clusters": Int(min=1), "cluster_bits": Key("list", null=True, items=Int(2, 16)),
-    "bits": _BITS, "target_kind": Str(choices=TARGETS), "target": Num(min=0, null=True), "group_size": Int(min=1),
-    "prune_amount": Num(min=0.01, max=0.99), "apply": Str(choices=APPLY), "backend": Str(choices=BACKENDS),
-    "eval": {"text": Str(null=True), "seq_len": Int(min=2), "max_tokens": Int(min=2), "batch_size": Int(min=1)},
-    "train": {"steps": Int(min=1), "batch_size": Int(min=1), "seq_len": Int(min=2), "lr": Num(min=0),
-              "cache_dir": Str(null=True)},
-    "downstream": {"tasks": Key("list", items=Str()), "task_dir": Str(null=True), "limit": Int(min=1, null=True),
-                   "batch_size": Int(min=1)},
-    "warmup": Int(min=0), "repeats": Int(min=1),
-    "noise": NOISE,
-}
 
 
-def tasks(cfg: dict[str, Any]) -> str:
-    return "per_card"
+def tasks(cfg: dict[str, Any]) -> Ranks:
+    return Ranks.PER_CARD
 
 
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """What identifies a point: options of methods not chosen, and where the model is cached, do not."""
-    wl = dict(cfg["workload"])
+    wl = config_schema.identity(OPTIONS, cfg["workload"])   # where the model is cached is declared not to
     drop = {"clusters", "cluster_bits"} if wl["assign"] != "kmeans" else set()
     drop |= {"prune_amount"} if wl["sensitivity"] != "prune" else set()
     drop |= {"backend"} if wl["apply"] != "real" else set()
     drop |= {"downstream"} if not wl["downstream"]["tasks"] else set()
-    if cfg["model"]["init"] == "random":
-        wl["train"] = {k: v for k, v in wl["train"].items() if k != "cache_dir"}
-    else:
-        drop.add("train")
+    drop |= {"train"} if cfg["model"]["init"] != "random" else set()
     return {k: v for k, v in wl.items() if k not in drop}
 
 
@@ -75,13 +51,10 @@ def method(wl: dict[str, Any]) -> str:
 
 def params(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = cfg["workload"]
-    return {"workload": "quantize", "sensitivity": wl["sensitivity"], "granularity": wl["granularity"],
-            "assign": wl["assign"], "method": method(wl), "bits": ",".join(map(str, wl["bits"])),
+    return {"workload": "quantize", **config_schema.columns(OPTIONS, wl), "method": method(wl),
+            "bits": ",".join(map(str, wl["bits"])),
             "cluster_bits": ",".join(map(str, wl["cluster_bits"])) if wl.get("cluster_bits") else None,
-            "target_kind": wl["target_kind"], "target": wl["target"], "group_size": wl["group_size"],
-            "apply": wl["apply"], "backend": wl["backend"] if wl["apply"] == "real" else None,
-            "eval_seq_len": wl["eval"]["seq_len"], "eval_tokens": wl["eval"]["max_tokens"],
-            "warmup": wl["warmup"], "repeats": wl["repeats"]}
+            "backend": wl["backend"] if wl["apply"] == "real" else None}
 
 
 def _shapes(model_config: dict[str, Any]) -> list[tuple[int, int]] | None:
@@ -313,3 +286,20 @@ def _timed(scorer, seqs, wl: dict[str, Any], ctx) -> dict[str, list[float]]:
             stop = stopper.add(values[-1])
         stop = ctx.broadcast(stop)
     return {"eval_tok_s": values}
+
+
+class Quantize(Workload):
+    """Mixed-precision quantization: this module's functions are its hooks."""
+
+    name = "quantize"
+    metrics = METRICS
+    options = OPTIONS
+    report = f"{__name__}.report"
+    check = staticmethod(check)
+    params = staticmethod(params)
+    run = staticmethod(run)
+    tasks = staticmethod(tasks)
+    identity = staticmethod(identity)
+
+
+WORKLOAD = Quantize()

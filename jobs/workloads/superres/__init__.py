@@ -10,36 +10,25 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from jobs.config_schema import NOISE, Bool, Int, Num, Str
+from jobs import config_schema
+from jobs.workloads import Ranks, Workload
 
-from . import sr3
-from .metrics import METRICS  # noqa: F401  (what analysis/ and report/ read)
+from .metrics import METRICS
+from .options import OPTIONS
 
-PHASES = ("train", "sample")
 # Keys only one phase reads: the other phase's points neither depend on them nor record them.
 PHASE_KEYS = {"train": ("steps", "budget_samples"), "sample": ("images", "sampler", "sample_steps", "fit_steps")}
 PRECISIONS = ("fp32", "bf16", "fp16")
 PACKAGES = {"diffusers": "diffusers", "skimage": "scikit-image", "astropy": "astropy"}
 
-CONFIG_SCHEMA: dict[str, Any] = {
-    "name": Str(), "phase": Str(choices=PHASES), "scaling": Str(choices=("strong", "weak")),
-    "lr_size": Int(min=4), "hr_size": Int(min=8), "batch_size": Int(min=1), "steps": Int(min=1),
-    "images": Int(min=1), "diffusion_steps": Int(min=2), "beta_start": Num(min=0, max=1),
-    "beta_end": Num(min=0, max=1), "prediction": Str(choices=sr3.PREDICTIONS), "residual": Bool(),
-    "sampler": Str(choices=sr3.SAMPLERS), "sample_steps": Int(min=1), "fit_steps": Int(min=0),
-    "learning_rate": Num(min=0), "budget_samples": Int(min=1), "data": Str(), "patches": Int(min=1),
-    "compile": Bool(), "hpu_lazy_mode": Bool(), "warmup": Int(min=0), "repeats": Int(min=1),
-    "noise": NOISE,
-}
 
-
-def tasks(cfg: dict[str, Any]) -> str:
-    return "per_card"
+def tasks(cfg: dict[str, Any]) -> Ranks:
+    return Ranks.PER_CARD
 
 
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: the other phase's keys and default noise settings identify nothing."""
-    wl = cfg["workload"]
+    wl = config_schema.identity(OPTIONS, cfg["workload"])
     other = [k for p, keys in PHASE_KEYS.items() if p != wl["phase"] for k in keys]
     return {k: v for k, v in wl.items() if k not in other}
 
@@ -83,10 +72,8 @@ def check(cfg: dict[str, Any]) -> list[str]:
 
 def params(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = cfg["workload"]
-    out = {"workload": "superres", "resolution": f"{wl['lr_size']}→{wl['hr_size']}"}
-    out.update({k: wl[k] for k in ("phase", "scaling", "lr_size", "hr_size", "batch_size", "steps", "images",
-                                   "diffusion_steps", "prediction", "residual", "sampler", "sample_steps", "fit_steps",
-                                   "learning_rate", "budget_samples", "data", "warmup", "repeats")})
+    out = {"workload": "superres", "resolution": f"{wl['lr_size']}→{wl['hr_size']}",
+           **config_schema.columns(OPTIONS, wl)}
     for k in PHASE_KEYS["sample" if wl["phase"] == "train" else "train"]:
         out[k] = None
     out["per_card"] = per_card(cfg) if wl[("steps" if wl["phase"] == "train" else "images")] >= cfg["cards"] else None
@@ -97,3 +84,20 @@ def run(cfg: dict[str, Any], ctx):
     from .measure import run as measure
 
     return measure(cfg, ctx)
+
+
+class Superres(Workload):
+    """SR3 super-resolution: this module's functions are its hooks."""
+
+    name = "superres"
+    metrics = METRICS
+    options = OPTIONS
+    report = f"{__name__}.report"
+    check = staticmethod(check)
+    params = staticmethod(params)
+    run = staticmethod(run)
+    tasks = staticmethod(tasks)
+    identity = staticmethod(identity)
+
+
+WORKLOAD = Superres()

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs.workloads.base import Ranks
+
 from .base import Engine, Generation  # noqa: F401
 
 
@@ -27,7 +29,7 @@ class Spec:
     install: str | None = None    # what else to install, where the extra is not the whole story
     # per_card: one process per card, each a replica with its own model (the workload's ranks);
     # per_node: one process drives all cards of the point itself (vLLM tensor parallel = cards)
-    tasks: str = "per_card"
+    tasks: Ranks = Ranks.PER_CARD
 
 
 # The first engine listed for a device kind is what workload.engine=auto picks there when the hardware file names
@@ -36,7 +38,7 @@ class Spec:
 ENGINES: dict[str, Spec] = {
     # fp32/bf16/fp16: vllm.LLM's `dtype`; fp8: quantization="fp8" (dynamic FP8 weights, bf16 compute).
     "vllm": Spec("jobs.workloads.inference.engines.vllm", ("fp32", "bf16", "fp16", "fp8"), ("cuda", "rocm", "hpu", "cpu"),
-                 "cuda", tasks="per_node"),
+                 "cuda", tasks=Ranks.PER_NODE),
     "hf": Spec("jobs.workloads.inference.engines.hf", ("fp32", "bf16", "fp16"), ("cpu", "cuda", "rocm"), None),
     # fp8 only through an Intel Neural Compressor QUANTIZE config with measured scales (workload.habana.quant_config).
     "habana": Spec("jobs.workloads.inference.engines.habana", ("fp32", "bf16", "fp8"), ("hpu",), "gaudi",
@@ -127,7 +129,7 @@ def check(name: str, precision: str, device: str, *, options: dict[str, Any] | N
             where = f"hardware={hardware['name']}" if hardware else f"{device} devices"
             why += f"; for {where} use workload.engine={other} or auto"
         problems.append(why)
-    if spec.tasks == "per_node" and cards and cards_per_node and cards > cards_per_node:
+    if spec.tasks is Ranks.PER_NODE and cards and cards_per_node and cards > cards_per_node:
         problems.append(f"engine {name} runs tensor parallel over the cards of one node: cards={cards} exceeds "
                         f"hardware.cards_per_node={cards_per_node} (several nodes are not supported)")
     if name == "habana" and precision == "fp8":
@@ -151,21 +153,21 @@ def _check_fp8_config(path: str | None) -> list[str]:
     return []
 
 
-def tasks(name: str) -> str:
+def tasks(name: str) -> Ranks:
     """How many processes a point of this engine wants: per_card or per_node."""
     return ENGINES[name].tasks
 
 
 def cards_per_process(cfg: dict[str, Any]) -> int:
     """Cards one process of the point drives: all of them for per_node engines (one node), else 1."""
-    return int(cfg["cards"]) if tasks(resolve(cfg)[0]) == "per_node" else 1
+    return int(cfg["cards"]) if tasks(resolve(cfg)[0]) is Ranks.PER_NODE else 1
 
 
 def options(cfg: dict[str, Any]) -> dict[str, Any]:
     """The chosen engine's option block; per_node engines also get the `cards` they drive."""
     name = resolve(cfg)[0]
     opts = dict(cfg["workload"].get(name) or {})
-    if tasks(name) == "per_node":
+    if tasks(name) is Ranks.PER_NODE:
         opts["cards"] = cards_per_process(cfg)
     return opts
 

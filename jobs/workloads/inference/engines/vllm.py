@@ -34,7 +34,7 @@ import tempfile
 import time
 from typing import Any
 
-from jobs.workloads.inference import model_math
+from jobs import model_math
 
 from .base import Generation
 from .vllm_settings import cpu_environment, hpu_environment, memory_utilization

@@ -1,6 +1,7 @@
 """Sizes, bytes and FLOPs of a decoder-only transformer from its config (LLaMA/Mistral/Mixtral shapes).
 
-Used before a run (memory fit) and after it (roofline fractions); formulas in .metrics (METRICS).
+Shared by the workloads: memory fit before a run, roofline fractions after it (inference), LoRA shapes and
+training FLOPs (finetune), layer shapes (quantize); formulas in each workload's metrics declarations.
 """
 from __future__ import annotations
 

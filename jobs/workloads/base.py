@@ -1,0 +1,90 @@
+"""The workload contract: every hook a workload provides, with the defaults of the optional ones.
+
+A workload package defines a subclass of `Workload` and one instance of it as `WORKLOAD`; jobs.workloads.get
+returns that instance, and the planner, the point runner, the config check and the report call its hooks.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from jobs import config_schema
+
+if TYPE_CHECKING:
+    from jobs.metrics import MetricSet
+    from jobs.point import Context
+    from report.pages import Page
+
+Config = dict[str, Any]   # a point's resolved config (jobs.config.point_config)
+
+
+class Ranks(str, Enum):
+    """How a point's processes are laid out; the values are what plans and records have always said."""
+
+    PER_CARD = "per_card"   # one process (rank) per card
+    PER_NODE = "per_node"   # one process per node, driving all its cards (tensor parallel)
+
+
+@dataclass
+class Result:
+    samples: dict[str, list[float]]                       # metric -> one value per timed repeat
+    info: dict[str, Any] = field(default_factory=dict)    # scalar facts (checks, sizes)
+    status: str = "ok"
+    error: str | None = None                              # why, when status is not ok
+    error_type: str = "WorkloadCheck"                     # the record's error type, when status is not ok
+
+
+class Workload(ABC):
+    """What one point of a workload measures. A subclass sets the class attributes and the four abstract hooks."""
+
+    name: ClassVar[str]
+    metrics: ClassVar[MetricSet]             # what it measures: analysis/ and report/ read it (jobs.metrics)
+    options: ClassVar[dict[str, Any]]        # its config section, one config_schema.Key per key
+    report: ClassVar[str | None] = None      # the module of its own report page (`PAGE`), `templates/` beside it
+
+    @abstractmethod
+    def check(self, cfg: Config) -> list[str]:
+        """Reasons this point cannot run (plan time, on a login node: no heavy imports)."""
+
+    @abstractmethod
+    def params(self, cfg: Config) -> dict[str, Any]:
+        """Its flat parameters for the record and the table."""
+
+    @abstractmethod
+    def run(self, cfg: Config, ctx: Context) -> Result:
+        """Measure the point on ctx.device; called on every rank."""
+
+    @abstractmethod
+    def tasks(self, cfg: Config) -> Ranks:
+        """The rank layout of the point."""
+
+    @property
+    def home(self) -> str:
+        """Where its keys are declared (named by the config check): options.py of its package."""
+        return f"{type(self).__module__.replace('.', '/')}/options.py"
+
+    def identity(self, cfg: Config) -> dict[str, Any]:
+        """The part of cfg["workload"] that identifies a point: all of it but the keys declared identity=False."""
+        return config_schema.identity(self.options, cfg["workload"])
+
+    def resolve(self, cfg: Config) -> Config:
+        """The config with the choices left to the planner made (inference: engine=auto)."""
+        return cfg
+
+    def requeue(self, cfg: Config) -> bool:
+        """Whether a preempted or timed-out job of this point is requeued (it continues from a checkpoint)."""
+        return False
+
+    def pages(self) -> list[Page]:
+        """Its own report pages (report.pages.Page): the `report` module's PAGE; none without one."""
+        return [importlib.import_module(self.report).PAGE] if self.report else []
+
+    def templates(self) -> Path | None:
+        """The folder of its pages' templates: `templates/` beside the `report` module."""
+        spec = importlib.util.find_spec(self.report) if self.report else None
+        return Path(spec.origin).parent / "templates" if spec and spec.origin else None
