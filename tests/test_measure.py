@@ -2,6 +2,8 @@
 window's edges, resuming from a checkpoint and the per-rank aggregation of peak memory and energy."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jobs import measure, noise
@@ -13,6 +15,22 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+class Meter:
+    """A meter that reads `joules` over every window; `log` records its start and stop."""
+
+    name = "fake"
+
+    def __init__(self, joules: float | None = 5.0, log: list[str] | None = None):
+        self.joules, self.log = joules, [] if log is None else log
+
+    def start(self) -> None:
+        self.log.append("meter.start")
+
+    def stop(self) -> float | None:
+        self.log.append("meter.stop")
+        return self.joules
 
 
 class Ctx:
@@ -33,15 +51,7 @@ class Ctx:
                 ctx.log.append("peak")
                 return peak
 
-        class Meter:
-            def start(self):
-                ctx.log.append("meter.start")
-
-            def stop(self):
-                ctx.log.append("meter.stop")
-                return energy
-
-        self.device, self.meter = Device(), Meter()
+        self.device, self.meter = Device(), Meter(energy, self.log)
 
     def barrier(self):
         self.log.append("barrier")
@@ -137,3 +147,11 @@ def test_peak_is_the_largest_rank_and_energy_needs_every_rank():
     partial = [{"peak": None, "energy_j": 30.0}, {"peak": 3e9, "energy_j": None}]
     assert measure.peak_mem_gb(partial) == {} and measure.energy(partial, work=80, per_joule="w") == {}
 
+
+
+def test_no_workload_writes_its_own_timed_loop():
+    """The noise rule's loop is jobs.measure's: a workload says what one repeat is (issue 25)."""
+    root = Path(__file__).resolve().parents[1] / "jobs" / "workloads"
+    found = [f"{p.relative_to(root)}:{i}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if "Stopper(" in line]
+    assert not found, f"a workload runs its own noise loop; use jobs.measure.Session: {found}"

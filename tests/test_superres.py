@@ -110,24 +110,15 @@ def test_the_energy_window_holds_only_the_sampling(make_cfg, monkeypatch):
     from jobs.point import Context
     from jobs.workloads.superres import measure, sr3
 
+    from .test_measure import Meter
+
     events: list[str] = []
-
-    class Meter:
-        name = "fake"
-
-        def start(self):
-            events.append("meter.start")
-
-        def stop(self):
-            events.append("meter.stop")
-            return 12.0
-
     sample, quality = sr3.sample, measure.quality
     monkeypatch.setattr(sr3, "sample", lambda *a, **kw: events.append("sample") or sample(*a, **kw))
     monkeypatch.setattr(measure, "quality", lambda *a: events.append("quality") or quality(*a))
     cfg = make_cfg("workload=superres", *TINY, "workload.phase=sample", "workload.images=2", "workload.warmup=1",
                    "workload.repeats=2", "workload.noise.target=null", "workload.sample_steps=2", "workload.fit_steps=0")
-    ctx = Context(device=setup_device("cpu", 0, 1, threads=None), rank=0, world_size=1, local_rank=0, meter=Meter())
+    ctx = Context(device=setup_device("cpu", 0, 1, threads=None), rank=0, world_size=1, local_rank=0, meter=Meter(12.0, events))
     res = measure.run(cfg, ctx)
     window = events[events.index("meter.start") + 1:events.index("meter.stop")]
     assert window == ["sample", "sample"] and events.count("quality") == 3   # 2 repeats + the bicubic baseline
