@@ -9,8 +9,9 @@ the same number of repeats. The clock is injected, so the rules are tested with 
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jobs import noise
@@ -18,7 +19,7 @@ from jobs import noise
 
 class Session:
     """One point's measured window on this rank: `warm_up`, `start`, `add` (or `repeat`) per timed repeat, `stop`
-    where the window ends, `finish` to gather what every rank measured."""
+    where the window ends, `finish` to gather what every rank measured; `paused` for work between repeats."""
 
     def __init__(self, ctx, settings: noise.Settings, *, memory: Callable[[], int | None] | None = None,
                  clock: Callable[[], float] = time.perf_counter):
@@ -32,6 +33,7 @@ class Session:
         self.peak: int | None = None
         self.stopper: noise.Stopper | None = None
         self._stopped = False
+        self._readings: list[float | None] = []   # the meter's, of the window's parts before a pause
 
     def warm_up(self, fn: Callable[[int], Any], n: int) -> float | None:
         """`fn(i)` for i < n, untimed by the window; the seconds they took (None when n is 0)."""
@@ -49,8 +51,8 @@ class Session:
         self.stopper = noise.Stopper(self.settings, clock=self.clock)
 
     def resume(self, values: list[float]) -> bool:
-        """Feed the job-level values of repeats an earlier run measured (rank 0's; [] elsewhere); whether they are
-        already enough (the same answer on every rank)."""
+        """After start(): feed the job-level values of repeats an earlier run measured (rank 0's; [] elsewhere);
+        whether they are already enough (the same answer on every rank)."""
         for v in values:
             self._feed(v)
         self.restored = len(values)
@@ -74,13 +76,26 @@ class Session:
             i += 1
         return self.local
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Work between repeats that is no part of the measurement (saving a checkpoint): unmetered."""
+        meter = self.ctx.meter if self.stopper is not None and not self._stopped else None
+        if meter is not None:
+            self._readings.append(meter.stop())
+        try:
+            yield
+        finally:
+            if meter is not None:
+                meter.start()
+
     def stop(self) -> None:
         """Close the window: the meter's reading and the peak memory (once; a session never started read none)."""
         if self._stopped:
             return
         self._stopped = True
         if self.stopper is not None and self.ctx.meter is not None:
-            self.energy_j = self.ctx.meter.stop()
+            readings = [*self._readings, self.ctx.meter.stop()]
+            self.energy_j = None if any(r is None for r in readings) else sum(readings)
         self.peak = self.memory()
 
     def finish(self, extra: dict[str, Any] | None = None, repeats: list[Any] | None = None) -> list[dict] | None:

@@ -189,8 +189,9 @@ def test_requeued_run_continues_from_its_checkpoint(make_cfg, tmp_path, monkeypa
     assert res.samples["loss"][:2] == [t[3] for t in saved["extra"]["timed"]]   # the steps before stay measured
     assert len(res.samples["step_time_s"]) == 4 and res.info["optimizer_steps"] == 3 + 1 + 2   # + warm-up again
     assert not (tmp_path / "checkpoint").exists()   # done: a forced rerun starts afresh
-    # this run metered its own 2 timed steps only: their rate stands, an energy for the point's 4 would undercount
-    assert "energy_j" not in res.samples and res.samples["train_tok_per_j"] == [2 * 2 * 32 / 4.0]
+    # this run metered its own 2 timed steps only (4 J each side of the checkpoint between them, which is not
+    # metered): their rate stands, an energy for the point's 4 steps would undercount
+    assert "energy_j" not in res.samples and res.samples["train_tok_per_j"] == [2 * 2 * 32 / (4.0 + 4.0)]
 
 
 def test_checkpointing_points_are_submitted_requeueable(make_cfg):

@@ -114,6 +114,26 @@ def test_step_timer_continues_a_requeued_run(make_cfg, tmp_path):
     assert progress.state(0) == {"step": 6, "timed": progress.timed, "requeues": 1, "resumed": [4]}
 
 
+def test_checkpoints_are_not_metered(make_cfg, tmp_path):
+    """Trainer's checkpoints between the timed steps are left out of the energy window; the steps are all in it."""
+    from jobs.models import build_causal_lm
+
+    from .test_measure import Meter
+
+    cfg = make_cfg("workload=finetune", *TINY, "workload.method=full", "workload.repeats=3", "workload.warmup_steps=1",
+                   "workload.checkpoint_every=1")
+    wl, c, log = cfg["workload"], ctx(tmp_path), []
+    c.meter = Meter(2.0, log)
+    seqs = finetune.data.sequences(["x" * 40] * 16, finetune.data.tokenizer(cfg["model"]), 32, False)
+    steps = gaudi._Steps(c, wl, noise.Settings.of(wl), train.Progress(), tmp_path)
+    args = as_transformers(gaudi.training_args(cfg, tmp_path, max_steps=50))
+    gaudi.fit(transformers.Trainer, args, build_causal_lm(cfg["model"], None, "cpu"), seqs, 32, steps)
+    ranks = steps.session.finish()
+    # the window opens after the warm-up step's checkpoint; the two checkpoints after timed steps 1 and 2 pause it
+    assert log == ["meter.start", "meter.stop"] * 3 and ranks[0]["energy_j"] == 3 * 2.0
+    assert len(steps.progress.timed) == 3 and sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-4"]
+
+
 def test_the_gaudi_path_makes_the_same_record(make_cfg, monkeypatch):
     """run() on an hpu device goes through gaudi.measure and builds the record from what it measured."""
     from jobs.devices import Device

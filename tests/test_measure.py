@@ -128,6 +128,27 @@ def test_resume_counts_the_restored_repeats_on_every_rank():
     assert other.resume([]) is True
 
 
+def test_work_between_repeats_can_be_left_unmetered():
+    ctx = Ctx(energy=3.0)
+    s = measure.Session(ctx, FIXED3, clock=Clock())
+    with s.paused():   # before the window: nothing to pause
+        pass
+    s.start()
+    s.add(1.0, lambda ranks: ranks[0])
+    with s.paused():
+        ctx.log.append("checkpoint")
+    s.add(1.0, lambda ranks: ranks[0])
+    assert s.finish()[0]["energy_j"] == 6.0   # both parts of the window, not the checkpoint
+    assert ctx.log[ctx.log.index("checkpoint") - 1:][:3] == ["meter.stop", "checkpoint", "meter.start"]
+    ctx.meter.joules = None   # a part without a reading leaves the window unmeasured
+    s = measure.Session(ctx, FIXED3, clock=Clock())
+    s.start()
+    with s.paused():
+        pass
+    ctx.meter.joules = 3.0
+    assert s.finish()[0]["energy_j"] is None
+
+
 def test_an_engines_own_memory_reader_and_a_session_never_started():
     ctx = Ctx()
     s = measure.Session(ctx, FIXED3, memory=lambda: 42, clock=Clock())

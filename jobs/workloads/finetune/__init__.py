@@ -239,8 +239,9 @@ def _train(cfg: dict[str, Any], ctx, seqs: list[list[int]]):
     while not stop:   # the step's own barrier starts it on all ranks together; a checkpoint may follow it
         stop = session.add(one_step(), progress.add)
         if ckpt_dir and progress.done % wl["checkpoint_every"] == 0 and not stop:
-            trainer.save(ckpt_dir, {**progress.state(ctx.rank), "data_pos": batches.state()})
-            ctx.barrier()
+            with session.paused():
+                trainer.save(ckpt_dir, {**progress.state(ctx.rank), "data_pos": batches.state()})
+                ctx.barrier()
     ranks = session.finish({"shard": trainer.local_param_bytes()})
     if ckpt_dir:   # measured to the end: a later run of this point (force=true) starts afresh
         ctx.barrier()

