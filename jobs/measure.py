@@ -28,7 +28,6 @@ class Session:
         self.memory = memory or ctx.device.peak_memory_bytes
         self.local: list[Any] = []          # this rank's measurement of each timed repeat of this run
         self.values: list[float] = []       # rank 0: the job-level main metric per timed repeat (restored included)
-        self.restored = 0                   # rank 0: repeats restored from a checkpoint (measured by an earlier run)
         self.energy_j: float | None = None
         self.peak: int | None = None
         self.stopper: noise.Stopper | None = None
@@ -55,7 +54,6 @@ class Session:
         whether they are already enough (the same answer on every rank)."""
         for v in values:
             self._feed(v)
-        self.restored = len(values)
         return self.ctx.broadcast(bool(values) and self.stopper.reason is not None)
 
     def add(self, local: Any, job_value: Callable[[list[Any]], float]) -> bool:
