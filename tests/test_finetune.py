@@ -151,6 +151,16 @@ def test_full_eager_training_lowers_the_loss(make_cfg):
     assert res.info["trainable_params"] == res.info["total_params"] and res.info["shard_fraction"] == 1.0
 
 
+def test_the_timed_steps_are_metered(make_cfg):
+    from .test_measure import Meter
+
+    c, log = ctx(), []
+    c.meter = Meter(4.0, log)
+    res = finetune.run(ft(make_cfg, *TINY, "workload.method=full"), c)
+    assert res.status == "ok" and log == ["meter.start", "meter.stop"] and res.samples["energy_j"] == [4.0]
+    assert res.samples["train_tok_per_j"] == [3 * 2 * 32 / 4.0]   # 3 timed steps of batch x seq_len real tokens
+
+
 def test_requeued_run_continues_from_its_checkpoint(make_cfg, tmp_path, monkeypatch):
     """A run stopped after 3 optimiser steps (as by Slurm's signal) and started again resumes at step 3."""
     from jobs.workloads.finetune import train
@@ -170,11 +180,18 @@ def test_requeued_run_continues_from_its_checkpoint(make_cfg, tmp_path, monkeypa
     saved = __import__("torch").load(tmp_path / "checkpoint" / "rank0.pt", weights_only=False)
     assert saved["extra"]["step"] == 3 and len(saved["extra"]["timed"]) == 2   # 1 warm-up + 2 timed steps
     monkeypatch.setattr(train.Trainer, "step", step)
-    res = finetune.run(cfg, ctx(tmp_path))
+    from .test_measure import Meter
+
+    c = ctx(tmp_path)
+    c.meter = Meter(4.0)
+    res = finetune.run(cfg, c)
     assert res.status == "ok" and res.info["requeues"] == 1 and res.info["resumed_at_steps"] == "3"
     assert res.samples["loss"][:2] == [t[3] for t in saved["extra"]["timed"]]   # the steps before stay measured
     assert len(res.samples["step_time_s"]) == 4 and res.info["optimizer_steps"] == 3 + 1 + 2   # + warm-up again
     assert not (tmp_path / "checkpoint").exists()   # done: a forced rerun starts afresh
+    # this run metered its own 2 timed steps only (4 J each side of the checkpoint between them, which is not
+    # metered): their rate stands, an energy for the point's 4 steps would undercount
+    assert "energy_j" not in res.samples and res.samples["train_tok_per_j"] == [2 * 2 * 32 / (4.0 + 4.0)]
 
 
 def test_checkpointing_points_are_submitted_requeueable(make_cfg):
@@ -241,7 +258,8 @@ def test_sweep_records_are_complete_and_fsdp_shards(sweep):
     for r in recs:
         records.validate(r)
         assert r["status"] == "ok", r.get("error")
-        assert set(fm.METRICS.names) - {"mfu"} <= set(r["metrics"])
+        # mfu needs the hardware's peak; the energy ones a meter that reads (RAPL, where this CPU lets it be read)
+        assert set(fm.METRICS.names) - {"mfu", "energy_j", "train_tok_per_j"} <= set(r["metrics"])
         assert r["info"]["loss_last"] < r["info"]["loss_first"]
         assert r["metrics"]["step_time_s"]["n"] == 3
         assert share(r["info"]) == pytest.approx(1 / r["params"]["cards"], rel=0.05)

@@ -86,12 +86,52 @@ def test_step_timer_under_a_real_trainer(make_cfg, tmp_path):
     wl = cfg["workload"]
     seqs = finetune.data.sequences(["x" * 40, "y" * 10] * 8, finetune.data.tokenizer(cfg["model"]), 32, False)
     args = as_transformers(gaudi.training_args(cfg, tmp_path, max_steps=50))   # the timer stops it first
-    steps = gaudi._Steps(ctx(tmp_path), wl, noise.Settings.of(wl), [], None, tmp_path)
+    steps = gaudi._Steps(ctx(tmp_path), wl, noise.Settings.of(wl), train.Progress(), tmp_path)
     gaudi.fit(transformers.Trainer, args, build_causal_lm(cfg["model"], None, "cpu"), seqs, 32, steps)
-    assert steps.step == 5 and steps.run_steps == 5 and len(steps.timed) == 3
-    for step_s, tokens, n, loss in steps.timed:
+    assert steps.progress.done == 5 and steps.run_steps == 5 and len(steps.progress.timed) == 3
+    for step_s, tokens, n, loss in steps.progress.timed:
         assert step_s > 0 and n == 4 and isinstance(loss, float)
         assert tokens in range(2 * 10 + 2 * 10, 4 * 32 + 1) and tokens < 4 * 32   # padding excluded: 10-token rows
+
+
+def test_step_timer_continues_a_requeued_run(make_cfg, tmp_path):
+    """A run continued from a checkpoint keeps its timed steps and counts the requeue, as the other devices do
+    (train.Progress); the noise control counts the restored steps (here: one more makes `repeats`)."""
+    from jobs.models import build_causal_lm
+
+    cfg = make_cfg("workload=finetune", *TINY, "workload.method=full", "workload.repeats=3", "workload.warmup_steps=1",
+                   "workload.checkpoint_every=2")
+    wl = cfg["workload"]
+    seqs = finetune.data.sequences(["x" * 40] * 16, finetune.data.tokenizer(cfg["model"]), 32, False)
+    progress = train.Progress.of({"step": 4, "timed": [[0.5, 64, 2, 1.0], [0.5, 64, 2, 0.9]], "requeues": 0,
+                                  "resumed": []})
+    steps = gaudi._Steps(ctx(tmp_path), wl, noise.Settings.of(wl), progress, tmp_path)
+    args = as_transformers(gaudi.training_args(cfg, tmp_path, max_steps=50))
+    gaudi.fit(transformers.Trainer, args, build_causal_lm(cfg["model"], None, "cpu"), seqs, 32, steps)
+    assert steps.run_steps == 2 and progress.done == 4 + 2 and len(progress.timed) == 3
+    assert progress.timed[:2] == [(0.5, 64, 2, 1.0), (0.5, 64, 2, 0.9)] and isinstance(progress.timed[2][3], float)
+    assert (progress.requeues, progress.resumed) == (1, [4])
+    assert progress.state(0) == {"step": 6, "timed": progress.timed, "requeues": 1, "resumed": [4]}
+
+
+def test_checkpoints_are_not_metered(make_cfg, tmp_path):
+    """Trainer's checkpoints between the timed steps are left out of the energy window; the steps are all in it."""
+    from jobs.models import build_causal_lm
+
+    from .test_measure import Meter
+
+    cfg = make_cfg("workload=finetune", *TINY, "workload.method=full", "workload.repeats=3", "workload.warmup_steps=1",
+                   "workload.checkpoint_every=1")
+    wl, c, log = cfg["workload"], ctx(tmp_path), []
+    c.meter = Meter(2.0, log)
+    seqs = finetune.data.sequences(["x" * 40] * 16, finetune.data.tokenizer(cfg["model"]), 32, False)
+    steps = gaudi._Steps(c, wl, noise.Settings.of(wl), train.Progress(), tmp_path)
+    args = as_transformers(gaudi.training_args(cfg, tmp_path, max_steps=50))
+    gaudi.fit(transformers.Trainer, args, build_causal_lm(cfg["model"], None, "cpu"), seqs, 32, steps)
+    ranks = steps.session.finish()
+    # the window opens after the warm-up step's checkpoint; the two checkpoints after timed steps 1 and 2 pause it
+    assert log == ["meter.start", "meter.stop"] * 3 and ranks[0]["energy_j"] == 3 * 2.0
+    assert len(steps.progress.timed) == 3 and sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-4"]
 
 
 def test_the_gaudi_path_makes_the_same_record(make_cfg, monkeypatch):
@@ -99,8 +139,10 @@ def test_the_gaudi_path_makes_the_same_record(make_cfg, monkeypatch):
     from jobs.devices import Device
 
     def fake_measure(cfg, ctx_, seqs):
-        return train.Measured(timed=[(0.5, 1000, 4, 2.0), (0.25, 1000, 4, 1.5)], done=3, requeues=0, resumed=[],
-                              shard=[800], peak_mem=[None], strategy="none", total_params=100, trainable_params=10,
+        progress = train.Progress(done=3, timed=[(0.5, 1000, 4, 2.0), (0.25, 1000, 4, 1.5)])
+        ranks = [{"repeats": [(0.5, 1000, 4, 0.0), (0.25, 1000, 4, 0.0)], "energy_j": 8.0, "peak": None,
+                  "shard": 800}]
+        return train.Measured(progress=progress, ranks=ranks, strategy="none", total_params=100, trainable_params=10,
                               total_bytes=800, info={"trainer": "optimum-habana GaudiTrainer"})
 
     monkeypatch.setattr(gaudi, "measure", fake_measure)
@@ -109,5 +151,6 @@ def test_the_gaudi_path_makes_the_same_record(make_cfg, monkeypatch):
     res = finetune.run(make_cfg("workload=finetune", *GAUDI2, *TINY), c)
     assert res.status == "ok" and res.samples["train_tok_s"] == [2000.0, 4000.0]
     assert res.samples["loss"] == [2.0, 1.5] and "peak_mem_gb" not in res.samples
+    assert res.samples["energy_j"] == [8.0] and res.samples["train_tok_per_j"] == [2000 / 8.0]
     assert res.info["trainer"] == "optimum-habana GaudiTrainer" and res.info["timed_steps"] == 2
     assert res.samples["mfu"][0] > 0   # gaudi2's peak from its hardware file

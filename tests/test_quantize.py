@@ -493,6 +493,33 @@ def test_the_prune_map_is_labelled_with_the_points_amount(untrained):
     assert report.pruned_label(old) == "pruned"
 
 
+def test_the_timed_forward_passes_are_metered(make_cfg):
+    """eval_tok_s per timed repeat, and the energy of exactly those forward passes with tokens per joule."""
+    import torch
+
+    from jobs.devices import Device
+    from jobs.point import Context
+
+    from .test_measure import Meter
+
+    log: list[str] = []
+
+    class Scorer:   # 4 held-out windows of 8 tokens, a batch of 2 per forward pass
+        seqs = torch.zeros((4, 8), dtype=torch.long)
+
+        def time_forward(self, batch):
+            log.append("forward")
+            return 0.5
+
+    wl = make_cfg("workload=quantize", "workload.eval.batch_size=2", "workload.warmup=1", "workload.repeats=3",
+                  "workload.noise.target=null")["workload"]
+    ctx = Context(device=Device("cpu"), rank=0, world_size=1, local_rank=0, meter=Meter(2.0, log))
+    s = quantize.timed_samples(quantize._timed(Scorer(), wl, ctx))
+    assert log == ["forward", "meter.start", "forward", "forward", "forward", "meter.stop"]   # warm-up outside
+    assert s["eval_tok_s"] == [16 / 0.5] * 3 and s["energy_j"] == [2.0] and s["eval_tok_per_j"] == [3 * 16 / 2.0]
+    assert s["peak_mem_gb"][0] > 0
+
+
 # --------------------------------------------------------------------------- end to end
 
 @pytest.fixture(scope="module")

@@ -106,6 +106,28 @@ def test_strong_scaling_counts_the_same_images_per_repeat():
     assert two.samples["loss"] == [1.0]   # the mean loss per step
 
 
+def test_the_energy_window_holds_only_the_sampling(make_cfg, monkeypatch):
+    """PSNR/SSIM (scikit-image on the host) are scored after the meter stopped, each repeat's images as sampled."""
+    from jobs.devices import setup_device
+    from jobs.point import Context
+    from jobs.workloads.superres import measure, sr3
+
+    from .test_measure import Meter
+
+    events: list[str] = []
+    sample, quality = sr3.sample, measure.quality
+    monkeypatch.setattr(sr3, "sample", lambda *a, **kw: events.append("sample") or sample(*a, **kw))
+    monkeypatch.setattr(measure, "quality", lambda *a: events.append("quality") or quality(*a))
+    cfg = make_cfg("workload=superres", *TINY, "workload.phase=sample", "workload.images=2", "workload.warmup=1",
+                   "workload.repeats=2", "workload.noise.target=null", "workload.sample_steps=2", "workload.fit_steps=0")
+    ctx = Context(device=setup_device("cpu", 0, 1, threads=None), rank=0, world_size=1, local_rank=0, meter=Meter(12.0, events))
+    res = measure.run(cfg, ctx)
+    window = events[events.index("meter.start") + 1:events.index("meter.stop")]
+    assert window == ["sample", "sample"] and events.count("quality") == 3   # 2 repeats + the bicubic baseline
+    assert len(res.samples["psnr_db"]) == 2 and res.samples["energy_j"] == [12.0]
+    assert res.samples["images_per_j"] == [2 * 2 / 12.0]
+
+
 # --------------------------------------------------------------------------- data
 
 def test_embedded_images_ship_in_packages_and_hold_out_rows():

@@ -14,7 +14,7 @@ import shutil
 import time
 from typing import Any
 
-from jobs import config_schema, noise
+from jobs import config_schema, measure, noise
 from jobs.workloads import Ranks, Result, Workload
 
 from . import metrics as fm
@@ -160,24 +160,38 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     peak = (cfg["hardware"].get("peak_tflops") or {}).get(cfg["precision"]["peak_key"])
     peak = None if cfg.get("device_override") else peak
     flops = fm.train_flops_per_token(cfg["model"]["config"], wl["method"], wl["seq_len"])
-    for step_s, tokens, n, loss in m.timed:
+    timed = m.progress.timed
+    for step_s, tokens, n, loss in timed:
         for k, v in fm.step_metrics(tokens=tokens, samples=n, step_s=step_s, budget=wl["token_budget"],
                                     flops_per_token=flops, peak_tflops=peak, cards=cfg["cards"]).items():
             samples.setdefault(k, []).append(v)
         samples.setdefault("loss", []).append(loss)
-    if all(b is not None for b in m.peak_mem):
-        samples["peak_mem_gb"] = [max(m.peak_mem) / 1e9]
-    timed = m.timed
+    samples.update(measure.peak_mem_gb(m.ranks))
+    samples.update(_energy(m))
+    shard = [r["shard"] for r in m.ranks]
     info = {"strategy_run": m.strategy, "total_params": m.total_params, "trainable_params": m.trainable_params,
-            "param_bytes_per_rank": ",".join(map(str, m.shard)), "param_bytes_total": m.total_bytes,
-            "shard_fraction": max(m.shard) / m.total_bytes, "optimizer_steps": m.done, "timed_steps": len(timed),
-            "requeues": m.requeues, "resumed_at_steps": ",".join(map(str, m.resumed)),
+            "param_bytes_per_rank": ",".join(map(str, shard)), "param_bytes_total": m.total_bytes,
+            "shard_fraction": max(shard) / m.total_bytes, "optimizer_steps": m.progress.done,
+            "timed_steps": len(timed), "requeues": m.progress.requeues,
+            "resumed_at_steps": ",".join(map(str, m.progress.resumed)),
             "sequences": len(seqs), "pad_fraction": 1 - timed[-1][1] / (timed[-1][2] * wl["seq_len"]),
             "loss_first": timed[0][3], "loss_last": timed[-1][3], "mem_estimate_gb": p["mem_estimate_gb"],
             "ranks": ctx.world_size, **m.info}
     if "SLURM_RESTART_COUNT" in os.environ:   # Slurm's count of requeues, also those before a first checkpoint
         info["slurm_restarts"] = int(os.environ["SLURM_RESTART_COUNT"])
     return Result(samples=samples, info=info)
+
+
+def _energy(m) -> dict[str, list[float]]:
+    """energy_j and train_tok_per_j of the steps this run timed; a resumed point keeps only the rate (its energy
+    would miss the steps of the runs before)."""
+    steps = [rep for r in m.ranks for rep in r["repeats"]]
+    if not steps:
+        return {}
+    out = measure.energy(m.ranks, work=sum(rep[1] for rep in steps), per_joule="train_tok_per_j")
+    if len(m.ranks[0]["repeats"]) < len(m.progress.timed):
+        out.pop("energy_j", None)
+    return out
 
 
 def _train(cfg: dict[str, Any], ctx, seqs: list[list[int]]):
@@ -192,45 +206,33 @@ def _train(cfg: dict[str, Any], ctx, seqs: list[list[int]]):
     saved = trainer.load(ckpt_dir) if ckpt_dir else None
     if saved:
         batches.restore(saved["data_pos"])
-    done = saved["step"] if saved else 0                       # optimiser steps trained so far (all runs)
-    timed: list[tuple] = saved["timed"] if saved else []       # rank 0: (step_s, tokens, samples, loss) per step
-    requeues = saved["requeues"] + 1 if saved else 0           # runs that continued from a checkpoint
-    resumed = [*saved["resumed"], done] if saved else []       # the optimiser step each of them continued at
+    progress = train.Progress.of(saved)
 
-    def one_step() -> tuple[float, int, int, float]:
+    def one_step(i: int = 0) -> tuple[float, int, int, float]:
         mbs = [batches.next() for _ in range(wl["grad_accum"])]
         ctx.barrier()
         t0 = time.perf_counter()
         loss = trainer.step(mbs)
         dt = time.perf_counter() - t0
+        progress.done += 1
         return dt, sum(int(mb["attention_mask"].sum()) for mb in mbs), wl["batch_size"] * wl["grad_accum"], loss
 
-    for _ in range(wl["warmup_steps"]):   # also after a resume: the new process is cold
-        one_step()
-        done += 1
-    ctx.device.reset_peak_memory()
-    stopper = noise.Stopper(noise.Settings.of(wl))
-    for t in timed:
-        stopper.add(t[1] / t[0])
-    stop = bool(timed) and stopper.reason is not None and len(timed) >= wl["repeats"]
-    while not stop:
-        ranks = ctx.gather(one_step())
-        done += 1
-        if ranks is not None:   # the job's step: the slowest rank's time, every rank's tokens
-            timed.append(train.job_step(ranks))
-            stop = stopper.add(timed[-1][1] / timed[-1][0])
-        stop = ctx.broadcast(stop)
-        if ckpt_dir and done % wl["checkpoint_every"] == 0 and not stop:
-            trainer.save(ckpt_dir, {"step": done, "data_pos": batches.state(), "timed": timed if ctx.rank == 0
-                                    else [], "requeues": requeues, "resumed": resumed})
-            ctx.barrier()
+    session = measure.Session(ctx, noise.Settings.of(wl))
+    session.warm_up(one_step, wl["warmup_steps"])   # also after a resume: the new process is cold
+    session.start()
+    stop = session.resume(progress.values())
+    while not stop:   # the step's own barrier starts it on all ranks together; a checkpoint may follow it
+        stop = session.add(one_step(), progress.add)
+        if ckpt_dir and progress.done % wl["checkpoint_every"] == 0 and not stop:
+            with session.paused():
+                trainer.save(ckpt_dir, {**progress.state(ctx.rank), "data_pos": batches.state()})
+                ctx.barrier()
+    ranks = session.finish({"shard": trainer.local_param_bytes()})
     if ckpt_dir:   # measured to the end: a later run of this point (force=true) starts afresh
         ctx.barrier()
         if ctx.rank == 0:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
-    return train.Measured(timed=timed, done=done, requeues=requeues, resumed=resumed,
-                          shard=ctx.gather(trainer.local_param_bytes()),
-                          peak_mem=ctx.gather(ctx.device.peak_memory_bytes()), strategy=trainer.strategy,
+    return train.Measured(progress=progress, ranks=ranks, strategy=trainer.strategy,
                           total_params=trainer.total_params, trainable_params=trainer.trainable_params,
                           total_bytes=trainer.total_bytes)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import noise
+from jobs.measure import Session
 
 from . import data, strategy, train
 
@@ -100,16 +101,14 @@ def measure(cfg: dict[str, Any], ctx, seqs: list[list[int]]) -> train.Measured:
     out_dir = (ctx.workdir or Path.cwd()) / "checkpoint"
     saved = _load_state(out_dir) if wl["checkpoint_every"] else None
     last = get_last_checkpoint(str(out_dir)) if saved and out_dir.is_dir() else None
-    saved = saved if last else None
+    progress = train.Progress.of(saved if last else None)
     settings = noise.Settings.of(wl)
-    done = saved["step"] if saved else 0
-    timed = [tuple(t) for t in saved["timed"]] if saved else []
-    max_steps = done + wl["warmup_steps"] + settings.max_repeats - len(timed)
+    max_steps = progress.done + wl["warmup_steps"] + settings.max_repeats - len(progress.timed)
     args = training_args(cfg, out_dir, max_steps, layer_cls=_layer_cls(model) if strategy(cfg) == "fsdp" else None)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     for k, v in generation_flags(args).items():
         setattr(base.generation_config, k, v)
-    steps = _Steps(ctx, wl, settings, timed, saved, out_dir)
+    steps = _Steps(ctx, wl, settings, progress, out_dir)
     trainer = fit(GaudiTrainer, GaudiTrainingArguments(**args), model, seqs, wl["seq_len"], steps, resume=last,
                   gaudi_config=GaudiConfig(**gaudi_config()))
     ctx.device.synchronize()
@@ -120,8 +119,7 @@ def measure(cfg: dict[str, Any], ctx, seqs: list[list[int]]) -> train.Measured:
 
         shutil.rmtree(out_dir, ignore_errors=True)
     return train.Measured(
-        timed=steps.timed, done=steps.step, requeues=steps.requeues, resumed=steps.resumed,
-        shard=ctx.gather(train.local_param_bytes(trained)), peak_mem=ctx.gather(ctx.device.peak_memory_bytes()),
+        progress=progress, ranks=steps.session.finish({"shard": train.local_param_bytes(trained)}),
         strategy=strategy(cfg), total_params=total, trainable_params=trainable, total_bytes=total_bytes,
         info={"trainer": "optimum-habana GaudiTrainer",
               "gaudi_args": json.dumps({k: v for k, v in args.items() if k not in ("output_dir", "deepspeed")})})
@@ -137,6 +135,10 @@ def fit(trainer_cls, args, model, seqs: list[list[int]], seq_len: int, steps: _S
         def training_step(self, model, inputs, *rest, **kw):   # the micro-batches of the step being timed
             steps.micro(inputs)
             return super().training_step(model, inputs, *rest, **kw)
+
+        def _save_checkpoint(self, *args, **kw):   # a checkpoint is no part of the metered steps
+            with steps.session.paused():
+                return super()._save_checkpoint(*args, **kw)
 
     batches = data.Batches(seqs, batch=1, seq_len=seq_len)
     rows = [{"input_ids": i, "attention_mask": m, "labels": i.masked_fill(m == 0, -100)}
@@ -164,20 +166,14 @@ def _load_state(out_dir: Path) -> dict[str, Any] | None:
 
 
 class _Steps:
-    """Times each optimiser step and decides when to stop; rank 0 keeps the job's steps."""
+    """Times each optimiser step in a jobs.measure session, which decides when to stop; rank 0 keeps the job's
+    steps in `progress`."""
 
-    def __init__(self, ctx, wl, settings, timed, saved, out_dir: Path):
-        self.ctx, self.wl, self.out_dir = ctx, wl, out_dir
-        self.timed = timed
-        self.step = saved["step"] if saved else 0
-        self.requeues = saved["requeues"] + 1 if saved else 0
-        self.resumed = [*saved["resumed"], self.step] if saved else []
-        self.stopper = noise.Stopper(settings)
-        for t in timed:
-            self.stopper.add(t[1] / t[0])
+    def __init__(self, ctx, wl, settings: noise.Settings, progress: train.Progress, out_dir: Path):
+        self.ctx, self.wl, self.out_dir, self.progress = ctx, wl, out_dir, progress
+        self.session = Session(ctx, settings)
         self.run_steps, self.t0, self.masks, self.samples = 0, 0.0, [], 0
-        if not wl["warmup_steps"]:
-            ctx.device.reset_peak_memory()
+        self.enough = False   # the steps restored from a checkpoint already satisfy the noise rule
 
     def micro(self, inputs) -> None:
         self.masks.append(inputs["attention_mask"].sum())   # on the device: read after the step's sync
@@ -188,39 +184,40 @@ class _Steps:
 
         class StepTimer(base):
             def on_step_begin(self, args, state, control, **kw):
-                steps.ctx.barrier()
-                steps.t0 = time.perf_counter()
+                steps.begin()
 
             def on_step_end(self, args, state, control, **kw):
                 return steps.end(control)
 
             def on_log(self, args, state, control, logs=None, **kw):
-                if steps.ctx.rank == 0 and logs and "loss" in logs and steps.timed and steps.timed[-1][3] is None:
-                    steps.timed[-1] = (*steps.timed[-1][:3], float(logs["loss"]))
+                timed = steps.progress.timed
+                if steps.ctx.rank == 0 and logs and "loss" in logs and timed and timed[-1][3] is None:
+                    timed[-1] = (*timed[-1][:3], float(logs["loss"]))
 
             def on_save(self, args, state, control, **kw):
                 if steps.ctx.rank == 0:
-                    (steps.out_dir / STATE).write_text(json.dumps(
-                        {"step": steps.step, "timed": steps.timed, "requeues": steps.requeues,
-                         "resumed": steps.resumed}))
+                    (steps.out_dir / STATE).write_text(json.dumps(steps.progress.state(0)))
 
         return StepTimer()
+
+    def begin(self) -> None:
+        if self.run_steps == self.wl["warmup_steps"]:   # the first timed step: the window opens (after a resume too)
+            self.session.start()
+            self.enough = self.session.resume(self.progress.values())
+        self.ctx.barrier()
+        self.t0 = time.perf_counter()
 
     def end(self, control):
         self.ctx.device.synchronize()
         dt = time.perf_counter() - self.t0
         tokens, n = int(sum(int(m) for m in self.masks)), self.samples
         self.masks, self.samples = [], 0
-        self.step += 1
+        self.progress.done += 1
         self.run_steps += 1
         if self.run_steps <= self.wl["warmup_steps"]:   # also after a resume: the new process is cold
-            if self.run_steps == self.wl["warmup_steps"]:
-                self.ctx.device.reset_peak_memory()
             return control
-        ranks = self.ctx.gather((dt, tokens, n, 0.0))
-        stop = False
-        if ranks is not None:
-            self.timed.append((*train.job_step(ranks)[:3], None))   # the loss comes with Trainer's log
-            stop = self.stopper.add(self.timed[-1][1] / self.timed[-1][0])
-        control.should_training_stop = self.ctx.broadcast(stop)
+        stop = self.enough or self.session.add((dt, tokens, n, 0.0), lambda r: self.progress.add(r, loss_logged=True))
+        if stop:
+            self.session.stop()
+        control.should_training_stop = stop
         return control

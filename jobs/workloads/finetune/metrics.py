@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.metrics import HIGHER, LOWER, PEAK_MEM, Metric, MetricSet
+from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 from jobs.model_math import DTYPE_BYTES, dims, embedding_params, module_shapes, parameters
 
 from .study import STUDY
@@ -40,6 +40,12 @@ METRICS = MetricSet(
                                   "2 x non-embedding params + 2 x vocab x hidden + 2 x layers x seq_len x heads x "
                                   "head_dim (causal attention)", HIGHER, label="MFU"),
         PEAK_MEM,
+        ENERGY,
+        Metric("train_tok_per_j", "tokens/J", "training tokens (padding excluded, all cards) of the timed optimiser "
+                                              "steps / energy_j; a point resumed from a checkpoint: of the steps "
+                                              "its last run timed, with energy_j left out (it would miss the "
+                                              "earlier runs' steps)", HIGHER, repeat=PER_POINT,
+               label="training tokens per joule"),
         Metric("loss", "nats/token", "training loss of each timed step (mean cross-entropy over real tokens); a "
                                      "property of the run, not of the hardware's speed", None, cross_hardware=False,
                label="loss"),

@@ -23,15 +23,47 @@ ATTENTION = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
 
 
 @dataclass
-class Measured:
-    """What a training run measured, on every rank (timed and resumed are rank 0's)."""
+class Progress:
+    """Where a point's training stands over all runs of it (the part a checkpoint carries to a requeued run)."""
 
-    timed: list[tuple]          # (step_s, tokens, samples, loss) per timed optimiser step of the job
-    done: int                   # optimiser steps trained, warm-up included, over all runs of the point
-    requeues: int               # runs that continued from a checkpoint
-    resumed: list[int]          # the optimiser step each of them continued at
-    shard: list[int]            # parameter bytes each rank holds
-    peak_mem: list[int | None]  # peak device memory of each rank
+    done: int = 0                                       # optimiser steps trained, warm-up included
+    timed: list[tuple] = field(default_factory=list)    # rank 0: the job's (step_s, tokens, samples, loss) per step
+    requeues: int = 0                                   # runs that continued from a checkpoint
+    resumed: list[int] = field(default_factory=list)    # the optimiser step each of them continued at
+
+    @classmethod
+    def of(cls, saved: dict[str, Any] | None) -> Progress:
+        """From a checkpoint's state (None: a first run); continuing from one is a requeue."""
+        if not saved:
+            return cls()
+        return cls(done=saved["step"], timed=[tuple(t) for t in saved["timed"]], requeues=saved["requeues"] + 1,
+                   resumed=[*saved["resumed"], saved["step"]])
+
+    def state(self, rank: int) -> dict[str, Any]:
+        """What a checkpoint keeps (the timed steps are rank 0's)."""
+        return {"step": self.done, "timed": self.timed if rank == 0 else [], "requeues": self.requeues,
+                "resumed": self.resumed}
+
+    def values(self) -> list[float]:
+        """Training tokens per second of each timed step: the noise rule's values."""
+        return [t[1] / t[0] for t in self.timed]
+
+    def add(self, ranks: list[tuple[float, int, int, float]], loss_logged: bool = False) -> float:
+        """Rank 0: keep the job's step from every rank's; its tokens per second. `loss_logged`: the loss comes
+        later, with Trainer's log (Gaudi)."""
+        step = job_step(ranks)
+        self.timed.append((*step[:3], None) if loss_logged else step)
+        return step[1] / step[0]
+
+
+@dataclass
+class Measured:
+    """What a training run measured, on every rank (progress.timed is rank 0's)."""
+
+    progress: Progress
+    # rank 0: every rank's timed steps, energy, peak memory and "shard" (parameter bytes it holds), as
+    # jobs.measure.Session.finish gathers them; None on the other ranks
+    ranks: list[dict] | None
     strategy: str
     total_params: int
     trainable_params: int

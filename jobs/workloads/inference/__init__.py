@@ -12,7 +12,7 @@ import socket
 import time
 from typing import Any
 
-from jobs import config_schema, model_math, noise
+from jobs import config_schema, measure, model_math, noise
 from jobs.workloads import Ranks, Result, Workload
 
 from . import engines
@@ -184,34 +184,25 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     except ImportError as exc:   # planned on a login node; this node lacks the engine: never another engine silently
         return _unsupported(cfg, exc)
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
-    t0 = time.perf_counter()
-    for _ in range(wl["warmup"]):
-        engine.warm_up(ids, out)
+    # Engines with their own worker processes (vllm) know their memory; the allocator here would not.
+    session = measure.Session(ctx, noise.Settings.of(wl), memory=getattr(engine, "peak_memory_bytes", None))
     # Start-up cost apart from the timed repeats: the engine's construction (model build or load, vLLM's engine
     # core, graph capture) and the untimed warm-up runs (compilation: hours on Gaudi without a recipe cache).
     startup = {"engine_start_s": start_s, "engine_reused": start_s is None,
-               "warmup_s": time.perf_counter() - t0 if wl["warmup"] else None}
-    ctx.device.reset_peak_memory()
-    local = []
-    ctx.barrier()
-    stopper = noise.Stopper(noise.Settings.of(wl))
-    ctx.meter.start()
-    stop = False
-    while not stop:   # until the main metric's median is known well enough or the budget is spent (jobs.noise)
-        ctx.barrier()
+               "warmup_s": session.warm_up(lambda i: engine.warm_up(ids, out), wl["warmup"])}
+
+    def once(i: int) -> tuple[float, float, int]:
         g = engine.generate(ids, out)
-        local.append((g.t_first - g.t_submit, g.t_end - g.t_submit, g.output_tokens))
-        ranks = ctx.gather(local[-1])
-        if ranks is not None:   # rank 0 decides for all, from the job-level value of this repeat
-            ttft, latency = max(r[0] for r in ranks), max(r[1] for r in ranks)
-            value = repeat_metrics(batch=batch * len(ranks), input_tokens=inp, output_tokens=out, latency_s=latency,
-                                   ttft_s=ttft)[METRICS.throughput]
-            stop = stopper.add(value)
-        stop = ctx.broadcast(stop)
-    energy_j = ctx.meter.stop()
-    # Engines with their own worker processes (vllm) know their memory; the allocator here would not.
-    peak = getattr(engine, "peak_memory_bytes", ctx.device.peak_memory_bytes)()
-    gathered = ctx.gather({"repeats": local, "energy_j": energy_j, "peak": peak})
+        return g.t_first - g.t_submit, g.t_end - g.t_submit, g.output_tokens
+
+    def job_value(ranks: list[tuple[float, float, int]]) -> float:   # the slowest replica's repeat
+        ttft, latency = max(r[0] for r in ranks), max(r[1] for r in ranks)
+        return repeat_metrics(batch=batch * len(ranks), input_tokens=inp, output_tokens=out, latency_s=latency,
+                              ttft_s=ttft)[METRICS.throughput]
+
+    session.start()
+    session.repeat(once, job_value)
+    gathered = session.finish()
     if gathered is None:  # not rank 0
         return Result(samples={})
     result = summarise_ranks(gathered, batch=batch, inp=inp, out=out,
@@ -262,13 +253,8 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
         for name, value in repeat_metrics(batch=total_batch, input_tokens=inp, output_tokens=out,
                                           latency_s=latency, ttft_s=ttft).items():
             samples.setdefault(name, []).append(value)
-    if all(r["peak"] is not None for r in ranks):
-        samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
-    energies = [r["energy_j"] for r in ranks]
-    if all(e is not None for e in energies):  # a rank without a reading would make the sum an undercount
-        energy = sum(energies)
-        samples["energy_j"] = [energy]
-        samples["tok_per_j"] = [total_batch * out * len(ranks[0]["repeats"]) / energy]
+    samples.update(measure.peak_mem_gb(ranks))
+    samples.update(measure.energy(ranks, work=total_batch * out * len(ranks[0]["repeats"]), per_joule="tok_per_j"))
     info = {**info, "output_tokens_produced": ",".join(map(str, sorted(produced))),
             "exact_output_tokens": produced == {out}, "ranks": len(ranks),
             "batch_per_card": batch // info.get("cards_per_process", 1)}

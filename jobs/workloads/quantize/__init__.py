@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jobs import config_schema, noise
+from jobs import config_schema, measure, noise
 from jobs.model_math import module_shapes
 from jobs.workloads import Ranks, Result, Workload
 
@@ -234,7 +234,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
             info["applied"] = "fake"
         scorer.model = target_model
         final = scorer.score()
-        samples = _timed(scorer, seqs, wl, ctx)
+        timed = _timed(scorer, wl, ctx)
+        samples = timed_samples(timed) if timed is not None else {}
         memory = kernels.model_bytes(target_model)
         if wl["downstream"]["tasks"] and ctx.rank == 0:
             try:
@@ -244,17 +245,14 @@ def run(cfg: dict[str, Any], ctx) -> Result:
             else:
                 info["downstream"] = json.dumps(acc)
                 samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
-    peak = ctx.gather(ctx.device.peak_memory_bytes())
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
                    compression_x=[prob.compression(chosen)], avg_bits=[prob.avg_bits(chosen)],
                    compression_model_x=[fp32 / stored], stored_mb=[stored / 8 / 1e6], memory_mb=[memory / 1e6])
     if held is not None:
         samples["compression_held_x"] = [held]
-    if peak is None:   # not rank 0
+    if timed is None:   # not rank 0
         return Result(samples={})
-    if all(p is not None for p in peak):
-        samples["peak_mem_gb"] = [max(peak) / 1e9]
     return Result(samples=samples, info=info)
 
 
@@ -271,21 +269,27 @@ def _downstream(model, cfg: dict[str, Any]) -> dict[str, dict[str, float]]:
     return downstream.accuracy(model, tok, cfg["workload"]["downstream"], cfg["workload"]["downstream"]["batch_size"])
 
 
-def _timed(scorer, seqs, wl: dict[str, Any], ctx) -> dict[str, list[float]]:
-    """eval_tok_s per timed repeat: every rank's tokens / the slowest rank's forward time (jobs.noise decides how
-    many repeats)."""
+def _timed(scorer, wl: dict[str, Any], ctx) -> list[dict] | None:
+    """The timed forward passes (jobs.measure decides how many): each rank's (tokens, seconds) per repeat, energy
+    and peak memory, on rank 0 (None elsewhere)."""
     batch = scorer.seqs[: wl["eval"]["batch_size"]]
-    for _ in range(wl["warmup"]):
-        scorer.time_forward(batch)
-    ctx.device.reset_peak_memory()
-    stopper, values, stop = noise.Stopper(noise.Settings.of(wl)), [], False
-    while not stop:
-        ranks = ctx.gather((batch.numel(), scorer.time_forward(batch)))
-        if ranks is not None:
-            values.append(sum(n for n, _ in ranks) / max(t for _, t in ranks))
-            stop = stopper.add(values[-1])
-        stop = ctx.broadcast(stop)
-    return {"eval_tok_s": values}
+    session = measure.Session(ctx, noise.Settings.of(wl))
+    session.warm_up(lambda i: scorer.time_forward(batch), wl["warmup"])
+    session.start()
+    session.repeat(lambda i: (batch.numel(), scorer.time_forward(batch)), _eval_tok_s)
+    return session.finish()
+
+
+def _eval_tok_s(ranks: list[tuple[int, float]]) -> float:
+    """One repeat's scoring throughput: every rank's tokens / the slowest rank's forward time."""
+    return sum(n for n, _ in ranks) / max(t for _, t in ranks)
+
+
+def timed_samples(ranks: list[dict]) -> dict[str, list[float]]:
+    """eval_tok_s per timed repeat, peak memory, energy and tokens per joule of the timed forward passes."""
+    reps = list(zip(*(r["repeats"] for r in ranks), strict=True))
+    return {"eval_tok_s": [_eval_tok_s(list(rep)) for rep in reps], **measure.peak_mem_gb(ranks),
+            **measure.energy(ranks, work=sum(n for rep in reps for n, _ in rep), per_joule="eval_tok_per_j")}
 
 
 class Quantize(Workload):

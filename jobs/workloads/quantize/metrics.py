@@ -1,7 +1,7 @@
 """The quantization workload's metrics (what analysis/ and report/ read)."""
 from __future__ import annotations
 
-from jobs.metrics import HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
+from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
 
 METRICS = MetricSet(
     workload="quantize",
@@ -50,5 +50,8 @@ METRICS = MetricSet(
                                      "lm-evaluation-harness tasks (per task in info.downstream)", HIGHER,
                repeat=PER_POINT, cross_hardware=False, label="downstream accuracy"),
         PEAK_MEM,
+        ENERGY,
+        Metric("eval_tok_per_j", "tokens/J", "tokens scored by the timed forward passes (all ranks) / energy_j",
+               HIGHER, repeat=PER_POINT, label="scoring tokens per joule"),
     ),
 )

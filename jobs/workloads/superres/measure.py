@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jobs import noise
+from jobs import measure, noise
 from jobs.workloads import Result
 
 from . import data, per_card, sr3
@@ -133,33 +133,25 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                        after_step=trainer.mark if trainer.lazy else None)
         return None, trainer.image(x, val_cond)
 
-    for i in range(wl["warmup"]):
-        once(-1 - i)
-    ctx.device.reset_peak_memory()
-    stopper = noise.Stopper(noise.Settings.of(wl))
-    local: list[tuple[float, float | None, list[float], list[float]]] = []
-    ctx.barrier()
-    ctx.meter.start()
-    stop, i = False, 0
-    while not stop:   # until the main metric's median is known well enough or the budget is spent (jobs.noise)
-        ctx.barrier()
+    session = measure.Session(ctx, noise.Settings.of(wl))
+    session.warm_up(lambda i: once(-1 - i), wl["warmup"])
+    kept: list[tuple[float | None, Any]] = []   # each repeat's (loss sum, images): scored after the window
+
+    def timed(i: int) -> float:
         t0 = time.perf_counter()
-        loss, images = once(i)
+        kept.append(once(i))
         ctx.device.synchronize()
-        seconds = time.perf_counter() - t0
-        psnr, ssim = quality(val_hr, images) if images is not None else ([], [])
-        local.append((seconds, loss, psnr, ssim))
-        ranks = ctx.gather(seconds)
-        if ranks is not None:   # rank 0 decides for all, from the job-level value of this repeat
-            stop = stopper.add(_timing(cfg, max(ranks), work, ctx.world_size)[METRICS.throughput])
-        stop = ctx.broadcast(stop)
-        i += 1
-    energy_j = ctx.meter.stop()
+        return time.perf_counter() - t0
+
+    session.start()   # the window holds the sampling (or training) only, not its scoring
+    session.repeat(timed, lambda ranks: _timing(cfg, max(ranks), work, ctx.world_size)[METRICS.throughput])
+    session.stop()
+    repeats = [(seconds, loss, *(quality(val_hr, images) if images is not None else ([], [])))
+               for seconds, (loss, images) in zip(session.local, kept, strict=True)]
     if train:
         info["val_loss_after"] = trainer.val_loss(val_hr, val_cond)
     bicubic = quality(val_hr, val_cond) if not train else None
-    gathered = ctx.gather({"repeats": local, "energy_j": energy_j, "peak": ctx.device.peak_memory_bytes(),
-                           "bicubic": bicubic})
+    gathered = session.finish({"bicubic": bicubic}, repeats=repeats)
     if gathered is None:   # not rank 0
         return Result(samples={})
     return summarise(cfg, gathered, work=work, info=info)
@@ -193,11 +185,8 @@ def summarise(cfg: dict[str, Any], ranks: list[dict], *, work: int, info: dict[s
         psnr = [v for r in ranks for v in r["bicubic"][0]]
         ssim = [v for r in ranks for v in r["bicubic"][1]]
         samples["psnr_bicubic_db"], samples["ssim_bicubic"] = [sum(psnr) / len(psnr)], [sum(ssim) / len(ssim)]
-    samples["peak_mem_gb"] = [max(r["peak"] for r in ranks) / 1e9]
-    energies = [r["energy_j"] for r in ranks]
+    samples.update(measure.peak_mem_gb(ranks))
     images = _images(wl, work, world)
-    if all(e is not None for e in energies):   # a rank without a reading would make the sum an undercount
-        samples["energy_j"] = [sum(energies)]
-        samples["images_per_j"] = [images * len(ranks[0]["repeats"]) / sum(energies)]
+    samples.update(measure.energy(ranks, work=images * len(ranks[0]["repeats"]), per_joule="images_per_j"))
     info = {**info, "ranks": world, "images_per_repeat": images}
     return Result(samples=samples, info=info)
