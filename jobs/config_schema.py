@@ -231,21 +231,15 @@ def _walk(spec: Any, value: Any, path: str, problems: list[str], home: str) -> N
                 problems.append(f"{prefix}{k} is missing")
 
 
-def check(cfg: dict[str, Any]) -> list[str]:
-    """Every key of a resolved point config against its declared type and range; [] when all are valid.
+def check(cfg: dict[str, Any], declared: Any = None) -> list[str]:
+    """Every key of a resolved point config against its declared type and range; [] when all are valid. The
+    workload section is checked against `declared` (its jobs.workloads.base.Workload; plan.typed_problems finds it).
 
     Numbers given to string keys become strings (in place)."""
-    from jobs import workloads
-
     problems: list[str] = []
     _walk({**SCHEMA, "workload": Open()}, cfg, "", problems, "jobs/config_schema.py")
-    wl = cfg.get("workload")
-    try:
-        declared = workloads.get(wl.get("name")) if isinstance(wl, dict) else None
-    except (TypeError, ValueError):   # an unknown workload is reported by plan.make_point
-        declared = None
-    if declared is not None:
-        _walk(declared.options, wl, "workload", problems, declared.home)
+    if declared is not None and isinstance(cfg.get("workload"), dict):
+        _walk(declared.options, cfg["workload"], "workload", problems, declared.home)
     return problems
 
 

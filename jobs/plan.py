@@ -193,11 +193,21 @@ def rerun_command(overrides: list[str], sweep_name: str) -> str:
     return shlex.join(["python", "-m", "jobs.sweep", *keep, f"sweep.name={sweep_name}", "force=true"])
 
 
+def typed_problems(cfg: dict[str, Any]) -> list[str]:
+    """The typed check of a resolved point config, its workload section against that workload's declarations."""
+    wl = cfg.get("workload")
+    try:
+        declared = workloads.get(wl.get("name")) if isinstance(wl, dict) else None
+    except (TypeError, ValueError):   # an unknown workload is reported by make_point
+        declared = None
+    return config_schema.check(cfg, declared)
+
+
 def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     """Build one point and collect every reason it cannot run (never raises for bad values)."""
     problems: list[str] = []
     params: dict[str, Any] = {}
-    typed = config_schema.check(cfg)
+    typed = typed_problems(cfg)
     if typed:  # every other check relies on the types
         return Point(point_id=point_id(cfg), sweep=str(cfg["sweep"]["name"]), overrides=list(overrides), cfg=cfg,
                      params={}, command=rerun_command(list(overrides), str(cfg["sweep"]["name"])), problems=typed)

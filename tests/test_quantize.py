@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from jobs import config_schema, plan, records
+from jobs import plan, records
 from jobs.workloads import quantize
 from jobs.workloads.quantize import assign, fakequant
 
@@ -23,7 +23,7 @@ TINY = ["model=pydoc-llama", "model.config.hidden_size=64", "model.config.interm
 
 def problems(make_cfg, *overrides):
     cfg = make_cfg("workload=quantize", *overrides)
-    return config_schema.check(cfg) + quantize.check(cfg)
+    return plan.typed_problems(cfg) + quantize.check(cfg)
 
 
 # --------------------------------------------------------------------------- fake quantization
@@ -164,7 +164,7 @@ def test_impossible_targets_name_the_achievable_range():
 
 def test_default_config_is_valid_and_uses_the_embedded_model(make_cfg):
     cfg = make_cfg("workload=quantize")
-    assert cfg["model"]["name"] == "pydoc-llama" and config_schema.check(cfg) == [] and quantize.check(cfg) == []
+    assert cfg["model"]["name"] == "pydoc-llama" and plan.typed_problems(cfg) == [] and quantize.check(cfg) == []
     assert make_cfg("workload=quantize", "model=tiny-llama")["model"]["name"] == "tiny-llama"   # overridable
     assert make_cfg()["model"]["name"] == "tiny-llama"   # other workloads keep their default
 
@@ -206,7 +206,7 @@ def test_preset_follows_the_schema(make_cfg):
     for g in grids:
         cfg = make_cfg("+experiment=pearc26-quantize", *(f"{k}={v[-1]}" for k, v in g.items()))
         assert cfg["model"]["name"] == "pydoc-llama" and cfg["workload"]["target"] == 5.93
-        assert config_schema.check(cfg) == [] and quantize.check(cfg) == []
+        assert plan.typed_problems(cfg) == [] and quantize.check(cfg) == []
 
 
 def test_real_kernels_where_the_device_has_them(make_cfg):
