@@ -20,6 +20,7 @@ from jobs.workloads import Ranks, Result, Workload
 from . import metrics as fm
 from .metrics import METRICS
 from .options import OPTIONS
+from .points import strategy
 
 SHARDED = ("zero3", "fsdp")
 # Model types whose forward GaudiTrainer passes use_flash_attention to (optimum-habana's trainer.py,
@@ -35,11 +36,6 @@ def tasks(cfg: dict[str, Any]) -> Ranks:
 def requeue(cfg: dict[str, Any]) -> bool:
     """A preempted or timed-out job is requeued (jobs.point.PointJob) when the point saves checkpoints."""
     return cfg["workload"]["checkpoint_every"] > 0
-
-
-def strategy(cfg: dict[str, Any]) -> str:
-    """The strategy the point runs: none on one card, whatever was asked."""
-    return "none" if cfg["cards"] == 1 else cfg["workload"]["strategy"]
 
 
 def resolve(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,8 @@ from typing import Any
 from jobs import noise
 from jobs.measure import Session
 
-from . import data, strategy, train
+from . import data, train
+from .points import strategy
 
 STATE = "accelsweep-steps.json"   # beside Trainer's checkpoints: the timed steps so far, the resumes
 

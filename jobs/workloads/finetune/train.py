@@ -17,7 +17,7 @@ import torch
 
 from jobs.models import build_causal_lm
 
-from . import strategy
+from .points import strategy
 
 ATTENTION = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
 

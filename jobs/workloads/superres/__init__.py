@@ -15,6 +15,7 @@ from jobs.workloads import Ranks, Workload
 
 from .metrics import METRICS
 from .options import OPTIONS
+from .points import per_card
 
 # Keys only one phase reads: the other phase's points neither depend on them nor record them.
 PHASE_KEYS = {"train": ("steps", "budget_samples"), "sample": ("images", "sampler", "sample_steps", "fit_steps")}
@@ -31,13 +32,6 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = config_schema.identity(OPTIONS, cfg["workload"])
     other = [k for p, keys in PHASE_KEYS.items() if p != wl["phase"] for k in keys]
     return {k: v for k, v in wl.items() if k not in other}
-
-
-def per_card(cfg: dict[str, Any]) -> int:
-    """Optimizer steps (train) or images (sample) of one card per timed repeat."""
-    wl = cfg["workload"]
-    work = wl["steps"] if wl["phase"] == "train" else wl["images"]
-    return work // cfg["cards"] if wl["scaling"] == "strong" else work
 
 
 def check(cfg: dict[str, Any]) -> list[str]:

@@ -7,9 +7,10 @@ from typing import Any
 from jobs import measure, noise
 from jobs.workloads import Result
 
-from . import data, per_card, sr3
+from . import data, sr3
 from .metrics import METRICS
 from .metrics import repeat as repeat_metrics
+from .points import per_card
 
 VAL_SEED = 1_000_003   # validation patches and the fixed validation-loss draw: the same on every rank and point
 
