@@ -20,45 +20,7 @@ from jobs import files, records, watchdog, workloads
 from jobs.devices import Device, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
-
-
-@dataclass
-class Context:
-    device: Device
-    rank: int
-    world_size: int
-    local_rank: int
-    meter: Any
-    # Per worker process: a workload may keep what several points share here (its loaded model, by a key of
-    # what built it). Points of a shared worker (isolation=group) see the same dict; ignoring it is fine.
-    cache: dict = field(default_factory=dict)
-    workdir: Path | None = None   # the point's directory (a workload's checkpoints live there)
-
-    def barrier(self) -> None:
-        if self.world_size > 1:
-            import torch.distributed as dist
-
-            dist.barrier()
-
-    def broadcast(self, obj):
-        """Rank 0's `obj` on every rank (e.g. its decision to stop repeating)."""
-        if self.world_size == 1:
-            return obj
-        import torch.distributed as dist
-
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def gather(self, obj):
-        """Every rank's `obj` as a list on rank 0, None elsewhere."""
-        if self.world_size == 1:
-            return [obj]
-        import torch.distributed as dist
-
-        out = [None] * self.world_size if self.rank == 0 else None
-        dist.gather_object(obj, out, dst=0)
-        return out
+from jobs.workloads.base import Context
 
 
 def _job_env() -> tuple[int, int, int, int, list[str]]:

@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from jobs import config_schema
 
 if TYPE_CHECKING:
+    from jobs.devices import Device
     from jobs.metrics import MetricSet
-    from jobs.point import Context
-    from report.pages import Page
 
 Config = dict[str, Any]   # a point's resolved config (jobs.config.point_config)
 
@@ -28,6 +27,47 @@ class Ranks(str, Enum):
 
     PER_CARD = "per_card"   # one process (rank) per card
     PER_NODE = "per_node"   # one process per node, driving all its cards (tensor parallel)
+
+
+@dataclass
+class Context:
+    """What a workload's run() gets on each rank: its device, its place among the ranks, the energy meter."""
+
+    device: Device
+    rank: int
+    world_size: int
+    local_rank: int
+    meter: Any
+    # Per worker process: a workload may keep what several points share here (its loaded model, by a key of
+    # what built it). Points of a shared worker (isolation=group) see the same dict; ignoring it is fine.
+    cache: dict = field(default_factory=dict)
+    workdir: Path | None = None   # the point's directory (a workload's checkpoints live there)
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def broadcast(self, obj):
+        """Rank 0's `obj` on every rank (e.g. its decision to stop repeating)."""
+        if self.world_size == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(self, obj):
+        """Every rank's `obj` as a list on rank 0, None elsewhere."""
+        if self.world_size == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out = [None] * self.world_size if self.rank == 0 else None
+        dist.gather_object(obj, out, dst=0)
+        return out
 
 
 @dataclass
@@ -80,7 +120,7 @@ class Workload(ABC):
         """Whether a preempted or timed-out job of this point is requeued (it continues from a checkpoint)."""
         return False
 
-    def pages(self) -> list[Page]:
+    def pages(self) -> list[Any]:
         """Its own report pages (report.pages.Page): the `report` module's PAGE; none without one."""
         return [importlib.import_module(self.report).PAGE] if self.report else []
 
