@@ -448,3 +448,16 @@ def test_habana_fp8_quantizes_with_the_config(habana, make_cfg, tmp_path, monkey
     monkeypatch.delenv("QUANT_CONFIG")
     with pytest.raises(ValueError, match="workload.habana.quant_config"):
         cls(cfg["model"], cfg["precision"], device, {"quant_config": None}, 0)
+
+
+def test_an_installed_engine_whose_import_fails_is_not_called_missing(monkeypatch):
+    """An import that fails for another reason (interrupted by a signal, a broken build) is a failure of the point,
+    not an unsupported engine with an install line."""
+    def broken(module):
+        raise ImportError("partially initialised module (interrupted)", name="json")   # json is installed
+
+    monkeypatch.setattr(engines, "importable", lambda name: True)
+    monkeypatch.setattr(engines.importlib, "import_module", broken)
+    with pytest.raises(ImportError) as info:
+        engines.load("hf", "cpu")
+    assert "needs" not in str(info.value) and "interrupted" in str(info.value)

@@ -64,12 +64,7 @@ PACKAGES = {"vllm": "vllm", "habana": "habana_frameworks", "hf": "transformers"}
 def importable(name: str) -> bool:
     """Is engine `name`'s package installed in this Python (found, not imported: cheap)?"""
     top = PACKAGES[name]
-    if top in sys.modules:
-        return True
-    try:
-        return importlib.util.find_spec(top) is not None
-    except (ImportError, ValueError):   # a parent package missing (optimum for optimum.habana)
-        return False
+    return top in sys.modules or _findable(top)
 
 
 def auto(device: str, hardware: dict[str, Any] | None = None) -> tuple[str | None, str | None]:
@@ -189,5 +184,14 @@ def load(name: str, device: str | None = None) -> type[Engine]:
             raise ModuleNotFoundError(f"No module named {PACKAGES[name]!r}", name=PACKAGES[name])
         return importlib.import_module(spec.module).ENGINE
     except ImportError as exc:
+        if exc.name and _findable(exc.name):   # installed, but its import failed (e.g. interrupted): not missing
+            raise
         raise ImportError(f"engine {name} needs {exc.name or exc}; install it with: "
                           f"{install_hint(name, device)}") from exc
+
+
+def _findable(module: str) -> bool:
+    try:   # a parent package missing (optimum for optimum.habana) raises
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
