@@ -1,0 +1,102 @@
+"""The serving metrics: their definitions (METRICS) and their computation from the client's requests (summary)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric
+
+from .load import Request
+
+STATS = ("mean", "p50", "p90", "p99")
+
+# MLPerf Inference's Llama-2-70B limits (p99 TTFT, p99 TPOT), in seconds.
+SLO_PRESETS = {"server": (2.0, 0.2), "interactive": (0.45, 0.04)}
+
+_LATENCY = {
+    "ttft_s": "time to first token: the request's start (when it was due, so client queueing counts) to the first "
+              "content chunk",
+    "tpot_s": "time per output token of one request = (e2e_s - ttft_s) / (output tokens - 1)",
+    "itl_s": "inter-token latency: the gaps between successive content chunks, over all requests",
+    "e2e_s": "end-to-end latency: the request's start to its last chunk",
+}
+
+METRICS = tuple(
+    Metric(f"{name[:-2]}_{stat}_s", "s", f"{stat} over the ok requests of: {text}", LOWER, repeat=PER_POINT,
+           label=f"{name[:-2].upper()} {stat}")
+    for name, text in _LATENCY.items() for stat in STATS
+) + (
+    Metric("output_tok_s", "tokens/s", "output tokens of the ok requests / window (first send to last answer)",
+           HIGHER, repeat=PER_POINT, label="output throughput"),
+    Metric("total_tok_s", "tokens/s", "(prompt + output tokens) of the ok requests / window", HIGHER,
+           repeat=PER_POINT, label="total throughput"),
+    Metric("req_s", "requests/s", "ok requests / window", HIGHER, repeat=PER_POINT, label="request throughput"),
+    Metric("output_tok_s_per_card", "tokens/s", "output_tok_s / cards", HIGHER, repeat=PER_POINT,
+           label="tokens/s per card"),
+    Metric("output_tok_s_per_user", "tokens/s", "mean over the ok requests of 1 / tpot (the decode speed one user "
+                                                "sees)", HIGHER, repeat=PER_POINT, label="tokens/s per user"),
+    Metric("goodput_req_s", "requests/s", "ok requests whose TTFT <= slo_ttft_s and TPOT <= slo_tpot_s / window",
+           HIGHER, repeat=PER_POINT, label="goodput"),
+)
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_s: float = SLO_PRESETS["server"][0]
+    tpot_s: float = SLO_PRESETS["server"][1]
+
+    @classmethod
+    def preset(cls, name: str) -> Slo:
+        try:
+            return cls(*SLO_PRESETS[name])
+        except KeyError:
+            raise ValueError(f"SLO preset {name!r}: allowed {', '.join(SLO_PRESETS)}") from None
+
+    def met(self, r: Request) -> bool:
+        return r.ttft <= self.ttft_s and tpot(r) <= self.tpot_s
+
+
+def tpot(r: Request) -> float:
+    """0 for a one-token answer (there is no second token to wait for)."""
+    return (r.e2e - r.ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    s = sorted(values)
+    k = (len(s) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def _stats(name: str, values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {f"{name}_mean_s": sum(values) / len(values),
+            **{f"{name}_p{q}_s": percentile(values, q) for q in (50, 90, 99)}}
+
+
+def summary(requests: Sequence[Request], window_s: float, cards: int, slo: Slo) -> dict[str, float | int]:
+    """The metrics above, plus the counts: requests, ok, failed, cut short (fewer tokens than asked; kept out of
+    every figure but their own count, like the failed ones)."""
+    ok = [r for r in requests if r.ok and not r.cut_short]
+    out: dict[str, float | int] = {"requests": len(requests), "ok_requests": len(ok),
+                                   "failed_requests": sum(not r.ok for r in requests),
+                                   "cut_short_requests": sum(r.cut_short for r in requests)}
+    if not ok or window_s <= 0:
+        return out
+    out |= _stats("ttft", [r.ttft for r in ok])
+    out |= _stats("tpot", [tpot(r) for r in ok if r.output_tokens > 1])
+    out |= _stats("itl", [g for r in ok for g in r.itl])
+    out |= _stats("e2e", [r.e2e for r in ok])
+    produced = sum(r.output_tokens for r in ok)
+    out["output_tok_s"] = produced / window_s
+    out["total_tok_s"] = (produced + sum(r.prompt_tokens for r in ok)) / window_s
+    out["req_s"] = len(ok) / window_s
+    out["output_tok_s_per_card"] = out["output_tok_s"] / cards
+    speeds = [1 / tpot(r) for r in ok if r.output_tokens > 1 and tpot(r) > 0]
+    if speeds:
+        out["output_tok_s_per_user"] = sum(speeds) / len(speeds)
+    out["goodput_req_s"] = sum(slo.met(r) for r in ok) / window_s
+    return out

@@ -1,0 +1,168 @@
+"""The serving load client against a real HTTP server on localhost that streams like vLLM's OpenAI server
+(aiohttp, in a thread): request counts, the closed loop's concurrency, the open loop's schedule, failures, cut-short
+answers, and the metrics' arithmetic."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+
+import pytest
+from aiohttp import web
+
+from jobs.workloads.serving import load, metrics
+from jobs.workloads.serving.load import Load, Request
+
+
+class FakeServer:
+    """Streams `max_tokens` one-token chunks, the first after `ttft` s, then one every `gap` s; the usage chunk says
+    how many it sent. `short`: send that many fewer tokens than asked; `fail_every`: every n-th request gets HTTP 500."""
+
+    def __init__(self, ttft=0.02, gap=0.005, short=0, fail_every=0):
+        self.ttft, self.gap, self.short, self.fail_every = ttft, gap, short, fail_every
+        self.in_flight = self.max_in_flight = self.seen = 0
+        self.bodies = []
+
+    async def completions(self, request):
+        self.seen += 1
+        body = await request.json()
+        self.bodies.append(body)
+        if self.fail_every and self.seen % self.fail_every == 0:
+            return web.Response(status=500, text="engine dead")
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await asyncio.sleep(self.ttft)
+            n = body["max_tokens"] - self.short
+            for i in range(n):
+                if i:
+                    await asyncio.sleep(self.gap)
+                chunk = {"choices": [{"index": 0, "text": f" t{i}"}]}
+                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            usage = {"choices": [], "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}}
+            await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            return resp
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.fixture
+def serve():
+    started = []
+
+    def start(server: FakeServer) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/completions", server.completions)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        loop = asyncio.new_event_loop()
+        runner = web.AppRunner(app)
+        loop.run_until_complete(runner.setup())
+        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        started.append((loop, runner))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for loop, runner in started:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def test_closed_loop_keeps_the_concurrency_and_times_every_request(serve):
+    server = FakeServer(ttft=0.03, gap=0.004)
+    url = serve(server)
+    spec = Load("concurrency", 3, requests=9, warmup_requests=2)
+    reqs, window = load.run(url, "tiny", load.prompts(1000, 16, 11, seed=1), 8, spec)
+    assert server.seen == 11 and len(reqs) == 9 and server.max_in_flight == 3
+    assert all(r.ok and r.output_tokens == 8 and len(r.chunk_times) == 8 for r in reqs)
+    assert all(r.ttft >= 0.03 and r.e2e >= r.ttft + 7 * 0.004 for r in reqs)   # the server's sleeps are lower bounds
+    assert window >= 3 * (0.03 + 7 * 0.004)                                   # 9 requests, 3 at a time
+    b = server.bodies[0]
+    assert len(b["prompt"]) == 16 and b["max_tokens"] == b["min_tokens"] == 8 and b["ignore_eos"] and b["stream"]
+    out = metrics.summary(reqs, window, cards=2, slo=metrics.Slo())
+    assert out["ok_requests"] == 9 and out["failed_requests"] == out["cut_short_requests"] == 0
+    assert out["output_tok_s"] == pytest.approx(9 * 8 / window)
+    assert out["total_tok_s"] == pytest.approx(9 * (8 + 16) / window)
+    assert out["output_tok_s_per_card"] == pytest.approx(out["output_tok_s"] / 2)
+    assert out["goodput_req_s"] == pytest.approx(out["req_s"])       # 30 ms against the 2 s / 200 ms limits
+    assert out["ttft_p50_s"] <= out["ttft_p90_s"] <= out["ttft_p99_s"]
+
+
+def test_open_loop_sends_on_its_seeded_schedule(serve):
+    server = FakeServer(ttft=0.01, gap=0.001)
+    url = serve(server)
+    spec = Load("rate", 20, requests=12, seed=7)
+    due = spec.send_times()
+    assert due == Load("rate", 20, requests=12, seed=7).send_times() != Load("rate", 20, requests=12, seed=8).send_times()
+    assert Load("rate", 20, requests=5, arrival="constant").send_times() == pytest.approx([0, .05, .1, .15, .2])
+    reqs, window = load.run(url, "tiny", load.prompts(1000, 4, 12), 4, spec)
+    starts = [r.start - reqs[0].start for r in reqs]
+    assert starts == pytest.approx(due)        # a request's clock starts when it was due, not when it was sent
+    assert window >= due[-1] + 0.01
+
+
+def test_failed_and_cut_short_requests_are_counted_and_kept_out_of_the_figures(serve):
+    url = serve(FakeServer(fail_every=3))
+    reqs, window = load.run(url, "tiny", load.prompts(1000, 4, 6), 5, Load("concurrency", 1, requests=6))
+    out = metrics.summary(reqs, window, cards=1, slo=metrics.Slo())
+    assert out["failed_requests"] == 2 and out["ok_requests"] == 4
+    assert "HTTP 500" in next(r for r in reqs if not r.ok).error
+    assert out["req_s"] == pytest.approx(4 / window)
+
+    url = serve(FakeServer(short=2))
+    reqs, window = load.run(url, "tiny", load.prompts(1000, 4, 3), 5, Load("concurrency", 1, requests=3))
+    out = metrics.summary(reqs, window, cards=1, slo=metrics.Slo())
+    assert all(r.output_tokens == 3 and r.cut_short for r in reqs)
+    assert out["cut_short_requests"] == 3 and out["ok_requests"] == 0 and "ttft_p50_s" not in out
+
+
+def test_a_server_that_is_not_there_is_a_failed_request_not_a_crash():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    reqs, _ = load.run(f"http://127.0.0.1:{port}", "tiny", load.prompts(100, 2, 2), 2, Load("concurrency", 2, 2))
+    assert [r.ok for r in reqs] == [False, False] and all("ClientConnectorError" in r.error for r in reqs)
+
+
+def req(ttft, e2e, n, asked=None):
+    return Request(prompt_tokens=10, asked_tokens=asked or n, ok=True, ttft=ttft, e2e=e2e, output_tokens=n,
+                   chunk_times=[ttft + i * (e2e - ttft) / max(n - 1, 1) for i in range(n)])
+
+
+def test_goodput_counts_the_requests_within_both_limits():
+    reqs = [req(0.1, 0.1 + 9 * 0.01, 10),      # TTFT 0.1, TPOT 0.01: within both interactive limits
+            req(0.5, 0.5 + 9 * 0.01, 10),      # TTFT over 0.45
+            req(0.1, 0.1 + 9 * 0.05, 10),      # TPOT over 0.04
+            req(0.2, 0.2, 1)]                  # one token: TPOT 0
+    out = metrics.summary(reqs, 2.0, cards=1, slo=metrics.Slo.preset("interactive"))
+    assert out["goodput_req_s"] == pytest.approx(2 / 2.0) and out["req_s"] == pytest.approx(4 / 2.0)
+    assert metrics.summary(reqs, 2.0, 1, metrics.Slo())["goodput_req_s"] == pytest.approx(4 / 2.0)
+    assert out["tpot_p50_s"] == pytest.approx(0.01) and out["tpot_mean_s"] == pytest.approx(0.07 / 3)
+    assert out["output_tok_s_per_user"] == pytest.approx((100 + 100 + 20) / 3)
+    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5 and metrics.percentile([5], 99) == 5
+
+
+def test_every_summary_figure_is_declared():
+    out = metrics.summary([req(0.1, 0.2, 5)], 1.0, 1, metrics.Slo())
+    declared = {m.name for m in metrics.METRICS}
+    figures = set(out) - {"requests", "ok_requests", "failed_requests", "cut_short_requests"}
+    assert figures == declared
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"mode": "qps", "level": 1, "requests": 1}, "allowed concurrency, rate"),
+    ({"mode": "concurrency", "level": 1.5, "requests": 1}, "whole number"),
+    ({"mode": "rate", "level": 0, "requests": 1}, "above 0"),
+    ({"mode": "rate", "level": 1, "requests": 0}, "need >= 1"),
+    ({"mode": "rate", "level": 1, "requests": 1, "arrival": "burst"}, "allowed poisson, constant"),
+])
+def test_a_bad_load_names_the_value_and_what_is_allowed(bad, words):
+    with pytest.raises(ValueError, match=words):
+        Load(**bad)
+    with pytest.raises(ValueError, match="preset 'mlperf'"):
+        metrics.Slo.preset("mlperf")
