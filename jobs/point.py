@@ -7,6 +7,8 @@ other ranks leave their traceback beside it for rank 0 to include.
 from __future__ import annotations
 
 import math
+import os
+import random
 import signal
 import socket
 import sys
@@ -44,6 +46,13 @@ def _status_of(exc: BaseException) -> str:
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):  # SystemExit: submitit requeues a preempted job
         return "cancelled"
     return "failed"
+
+
+def master_port(job_id: str) -> int:
+    """The rendezvous port of a job's ranks: from the job id (every rank draws the same) and below Linux's ephemeral
+    range (32768-60999), where any outgoing connection on the node may hold a port. submitit draws from
+    20000-60000; a rank 0 once failed there with EADDRINUSE. A MASTER_PORT the user sets wins."""
+    return random.Random(job_id).randint(20000, 32767)
 
 
 @dataclass
@@ -167,6 +176,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             import submitit
             import torch.distributed as dist
 
+            os.environ.setdefault("MASTER_PORT", str(master_port(submitit.JobEnvironment().job_id)))
             submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401

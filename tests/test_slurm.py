@@ -371,3 +371,11 @@ def test_dry_run_says_where_a_group_is_split(make_cfg, tmp_path, capsys):
     assert "--- group k (h100x2): 250 point(s), 2 sbatch call(s), split at MaxArraySize=101 ---" in out
     assert "#SBATCH --array=0-100%4" in out and "default-h100x2-2 (98)" in out
     assert "51 point(s) held back: MaxSubmitJobs=200 and 0 job(s) already queued" in out
+
+
+def test_the_rendezvous_port_is_the_same_for_every_rank_and_below_the_ephemeral_range():
+    from jobs.point import master_port
+
+    ports = {job: master_port(job) for job in ("461", "460_0", "460_1", "99999")}
+    assert all(20000 <= p < 32768 for p in ports.values())
+    assert master_port("461") == ports["461"] and len(set(ports.values())) > 1
