@@ -176,8 +176,10 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             import submitit
             import torch.distributed as dist
 
-            os.environ.setdefault("MASTER_PORT", str(master_port(submitit.JobEnvironment().job_id)))
-            submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
+            env = submitit.helpers.TorchDistributedEnvironment()
+            if "MASTER_PORT" not in os.environ:   # export() refuses to overwrite one, so it is chosen on the object
+                env.master_port = master_port(submitit.JobEnvironment().job_id)
+            env.export(set_cuda_visible_devices=False)
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
