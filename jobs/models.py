@@ -38,3 +38,14 @@ def build_causal_lm(model_cfg: dict[str, Any], dtype, device: str, seed: int = 0
 
 def parameter_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def write_random_model(model_cfg: dict[str, Any], directory: str) -> str:
+    """config.json for load_format="dummy": vLLM fills the weights with its own small random values (not the hf
+    engine's for the same seed; a speed-only model) and picks the model class from `architectures`."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = hf_config(model_cfg)
+    config.architectures = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]]
+    config.save_pretrained(directory)
+    return directory

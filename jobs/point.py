@@ -22,7 +22,7 @@ from jobs import files, records, watchdog, workloads
 from jobs.devices import Device, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
-from jobs.workloads.base import Context
+from jobs.workloads.base import Context, drop
 
 
 def _job_env() -> tuple[int, int, int, int, list[str]]:
@@ -71,7 +71,7 @@ class Worker:
         return cls(late="torch" in sys.modules, owner=owner)
 
     def close(self) -> None:
-        self.cache.clear()
+        drop(self.cache)
         if self.dist:
             import torch.distributed as dist
 
@@ -115,7 +115,7 @@ def run_points(specs: list[dict[str, Any]], sweep_dir: str, owner: dict[str, Any
                 out.append("timeout")
             else:
                 continue
-            worker.cache.clear()
+            drop(worker.cache)
             if _job_env()[1] > 1:
                 break
     finally:

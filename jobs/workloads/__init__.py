@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 WORKLOADS = {"inference": "jobs.workloads.inference",
              "superres": "jobs.workloads.superres",
              "quantize": "jobs.workloads.quantize",
-             "finetune": "jobs.workloads.finetune"}
+             "finetune": "jobs.workloads.finetune",
+             "serving": "jobs.workloads.serving"}
 
 
 def get(name: str) -> Workload:

@@ -70,6 +70,19 @@ class Context:
         return out
 
 
+def drop(cache: dict) -> None:
+    """Empty a worker's cache, closing what it holds (a server, vLLM's engine core: processes of their own that
+    must not outlive their point's group or hold a card the next model needs)."""
+    for value in list(cache.values()):
+        close = getattr(value, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as exc:   # noqa: BLE001  closing is best effort; the next point must still run
+                print(f"[accelsweep] closing {type(value).__name__}: {exc!r}", flush=True)
+    cache.clear()
+
+
 @dataclass
 class Result:
     samples: dict[str, list[float]]                       # metric -> one value per timed repeat

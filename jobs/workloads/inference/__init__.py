@@ -14,6 +14,7 @@ from typing import Any
 
 from jobs import config_schema, measure, model_math, noise
 from jobs.workloads import Ranks, Result, Workload
+from jobs.workloads.base import drop
 
 from . import engines
 from .metrics import METRICS
@@ -48,7 +49,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
 def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
     """The vllm block as measured: the Gaudi settings only on hpu, gpu_memory_utilization=null as the value it
     stands for (so the ids of vllm points from before both keys stay)."""
-    from .engines.vllm_settings import memory_utilization
+    from jobs.vllm_settings import memory_utilization
 
     out = {k: v for k, v in block.items() if k != "hpu" or device == "hpu"}
     if "gpu_memory_utilization" in out:
@@ -223,7 +224,7 @@ def _engine(cfg: dict[str, Any], ctx):
     if cache is not None and key in cache:
         return cache[key], None
     if cache:
-        cache.clear()   # one model at a time: a group's points share one, the next group brings its own ...
+        drop(cache)     # one model at a time: a group's points share one, the next group brings its own ...
         gc.collect()    # ... and the old one is gone before it (a compiled forward holds it in a cycle)
     cls = engines.load(name, device)
     t0 = time.perf_counter()

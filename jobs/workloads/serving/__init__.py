@@ -1,3 +1,291 @@
-"""Serving (issue 24, in progress): the load client (load.py) and its metrics (metrics.py) against any
-OpenAI-compatible endpoint. Not a registered workload yet: the server launch, the planner's keys and the report
-page come next."""
+"""Serving: the engine's OpenAI-compatible server started inside the job, a load sent to it, latency and goodput
+measured on the client (after vLLM's `bench serve`, AIPerf and MLPerf Inference's Server scenario).
+
+A point is one load level (closed loop: requests in flight; open loop: requests/s) on one server. The server is
+kept in the worker's cache, so the points of a shared worker that ask for the same server (engine, model,
+precision, cards, server settings) pay its start-up once; it runs under reaper.py and never outlives the worker.
+With `endpoint` a running server is measured and nothing is launched.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from jobs import config_schema, measure, noise
+from jobs.vllm_settings import cpu_environment, hpu_environment
+from jobs.workloads import Ranks, Result, Workload
+from jobs.workloads.base import drop
+
+from . import load as loads
+from . import server as servers
+from .metrics import METRICS, SLO_PRESETS, Slo, summary
+from .options import OPTIONS
+from .search import search
+
+_SHAPE = re.compile(r"^(\d+)x(\d+)$")
+# Device kinds each server's spec is known to run on (vLLM's by its platforms; the others by their docs).
+DEVICES = {"vllm": ("cuda", "rocm", "hpu", "cpu"), "sglang": ("cuda", "rocm"), "tgi": ("cuda", "rocm", "hpu"),
+           "trtllm": ("cuda",), "llamacpp": ("cpu", "cuda", "rocm")}
+FLOATS = ("fp32", "bf16", "fp16")
+
+
+def lengths(wl: dict[str, Any]) -> tuple[int, int]:
+    if wl.get("shape") is None:
+        return int(wl["input_tokens"]), int(wl["output_tokens"])
+    m = _SHAPE.match(str(wl["shape"]))
+    if not m:
+        raise ValueError(f"workload.shape={wl['shape']!r} is not <input>x<output>, e.g. 128x128")
+    return int(m.group(1)), int(m.group(2))
+
+
+def slo(wl: dict[str, Any]) -> Slo:
+    preset = Slo.preset(wl["slo"])
+    return Slo(wl["slo_ttft_s"] if wl["slo_ttft_s"] is not None else preset.ttft_s,
+               wl["slo_tpot_s"] if wl["slo_tpot_s"] is not None else preset.tpot_s)
+
+
+def _device(cfg: dict[str, Any]) -> str:
+    return cfg.get("device_override") or cfg["hardware"]["device"]
+
+
+def check(cfg: dict[str, Any]) -> list[str]:
+    wl, problems = cfg["workload"], []
+    engine, device, precision = wl["engine"], _device(cfg), cfg["precision"]["name"]
+    try:
+        inp, out = lengths(wl)
+    except ValueError as exc:
+        problems.append(str(exc))
+        inp = out = None
+    if wl["mode"] == "concurrency" and float(wl["level"]) != int(wl["level"]):
+        problems.append(f"workload.level={wl['level']!r}: mode=concurrency needs a whole number of requests in flight")
+    if wl["search"] and wl["mode"] != "rate":
+        problems.append(f"workload.search={wl['search']} probes request rates: it needs workload.mode=rate "
+                        f"(got mode={wl['mode']})")
+    if wl["endpoint"] is not None:
+        if not re.match(r"^https?://[^/\s]+", wl["endpoint"]):
+            problems.append(f"workload.endpoint={wl['endpoint']!r} must be a URL like http://host:8000")
+        return problems
+    if device not in DEVICES[engine]:
+        problems.append(f"server engine {engine} does not run on {device} devices (it runs on: "
+                        f"{', '.join(DEVICES[engine])})")
+    if int(cfg["cards"]) > int(cfg["hardware"]["cards_per_node"]):
+        problems.append(f"cards={cfg['cards']}: a serving point runs one server on one node (at most "
+                        f"{cfg['hardware']['cards_per_node']} cards of {cfg['hardware']['name']})")
+    if int(cfg["cards"]) > 1 and not servers.SPECS[engine].tp_flag:
+        problems.append(f"server engine {engine} serves from one card; cards={cfg['cards']} needs one with tensor "
+                        f"parallel ({', '.join(e for e, s in servers.SPECS.items() if s.tp_flag)})")
+    if precision not in FLOATS and not (precision == "fp8" and engine == "vllm"):
+        problems.append(f"precision={precision}: the serving workload runs {', '.join(FLOATS)} (and fp8 on vllm)")
+    if cfg["model"]["init"] != "pretrained" and engine != "vllm":
+        problems.append(f"server engine {engine} needs a checkpoint: model.init=pretrained model.path=DIR (random "
+                        "weights without one only on vllm, load_format=dummy)")
+    max_pos = cfg["model"]["config"].get("max_position_embeddings")
+    if inp and out and max_pos and inp + out > max_pos:
+        problems.append(f"input+output={inp + out} tokens exceeds model {cfg['model']['name']}'s "
+                        f"max_position_embeddings={max_pos}")
+    return problems
+
+
+def params(cfg: dict[str, Any]) -> dict[str, Any]:
+    wl = cfg["workload"]
+    try:
+        inp, out = lengths(wl)
+    except ValueError:
+        inp = out = None
+    limits = slo(wl)
+    return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": wl["endpoint"],
+            "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "arrival": wl["arrival"],
+            "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s, "search": wl["search"]}
+
+
+def tasks(cfg: dict[str, Any]) -> Ranks:
+    return Ranks.PER_NODE   # one process starts the server, which drives the node's cards itself
+
+
+def served_name(cfg: dict[str, Any]) -> str:
+    return cfg["workload"]["served_name"] or cfg["model"]["name"]
+
+
+def server_args(cfg: dict[str, Any], model_dir: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """(Server.start keywords, environment) for the point's server: its engine's spec filled in, vLLM's flags."""
+    wl, device = cfg["workload"], _device(cfg)
+    extra = list(wl["server_args"])
+    env: dict[str, str] = {}
+    if wl["engine"] == "vllm":
+        v = wl["vllm"]
+        if cfg["model"]["init"] != "pretrained":
+            extra += ["--load-format", "dummy", "--skip-tokenizer-init"]
+        extra += ["--seed", str(cfg["seed"])]
+        for flag, value in (("--gpu-memory-utilization", v["gpu_memory_utilization"]),
+                            ("--max-model-len", v["max_model_len"]), ("--max-num-seqs", v["max_num_seqs"])):
+            if value is not None:
+                extra += [flag, str(value)]
+        if v["enforce_eager"]:
+            extra.append("--enforce-eager")
+        if cfg["precision"]["name"] == "fp8":
+            extra += ["--quantization", "fp8"]
+        if device == "cpu":   # the KV cache in host memory (GiB), each rank's threads on its CPU card's cores
+            env = {"VLLM_CPU_KVCACHE_SPACE": "1", **cpu_environment(int(cfg["cards"]))}
+        elif device == "hpu":
+            env = hpu_environment({})
+    kw = {"model": model_dir, "name": served_name(cfg), "tp": int(cfg["cards"]), "dtype": cfg["precision"]["dtype"],
+          "extra": " ".join(extra), "python": wl["server_python"] or None}
+    return {k: v for k, v in kw.items() if v is not None}, env
+
+
+def _server_key(cfg: dict[str, Any]) -> str:
+    wl = cfg["workload"]
+    return json.dumps(["serving", cfg["model"], cfg["precision"], cfg["cards"], cfg["seed"], _device(cfg),
+                       wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl["vllm"]],
+                      sort_keys=True, default=str)
+
+
+class Launched:
+    """A started server with the directory of its random-weight model (gone with it)."""
+
+    def __init__(self, server: servers.Server, tmp: tempfile.TemporaryDirectory | None):
+        self.server, self.tmp = server, tmp
+
+    def close(self) -> None:
+        self.server.stop()
+        if self.tmp is not None:
+            self.tmp.cleanup()
+
+
+def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
+    """(the point's server, its start-up seconds; None when a running one of the same settings was reused)."""
+    key, cache = _server_key(cfg), ctx.cache
+    found = cache.get(key)
+    if found is not None and found.server.alive():
+        return found.server, None
+    drop(cache)   # one server at a time: the worker's previous one (or a dead one) is stopped first
+    tmp = None
+    if cfg["model"]["init"] == "pretrained":
+        model_dir = cfg["model"]["path"]
+    else:
+        from jobs.models import write_random_model
+
+        tmp = tempfile.TemporaryDirectory(prefix="accelsweep-serving-")
+        model_dir = write_random_model(cfg["model"], tmp.name)
+    kw, env = server_args(cfg, model_dir)
+    log = Path(ctx.workdir) / "server.log" if ctx.workdir else None
+    try:
+        started = servers.Server.start(cfg["workload"]["engine"], timeout_s=float(cfg["workload"]["startup_timeout_s"]),
+                                       env=env, log=log, **kw)
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()
+        raise
+    cache[key] = Launched(started, tmp)
+    return started, started.ready_s
+
+
+class _Endpoint:
+    """A server this job did not start (workload.endpoint): the same reads, no process."""
+
+    def __init__(self, url: str):
+        self.base_url, self.log = url.rstrip("/"), None
+
+    def alive(self) -> bool:
+        return True
+
+    scrape = servers.Server.scrape
+
+    def tail(self, lines: int = 20) -> str:
+        return "(an external endpoint: no log here)"
+
+
+def run(cfg: dict[str, Any], ctx) -> Result:
+    wl = cfg["workload"]
+    if ctx.rank != 0:
+        return Result(samples={})
+    inp, out = lengths(wl)
+    try:
+        server, start_s = (_Endpoint(wl["endpoint"]), None) if wl["endpoint"] else _server(cfg, ctx)
+    except servers.ServerError as exc:
+        return Result(samples={}, status="failed", error=str(exc), error_type="ServerStart")
+    vocab = int(cfg["model"]["config"]["vocab_size"])
+    name, limits, timeout = served_name(cfg), slo(wl), float(wl["request_timeout_s"])
+    seed = int(cfg["seed"])
+    info: dict[str, Any] = {"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
+                            "server_url": server.base_url}
+    if wl["warmup_requests"]:
+        n = int(wl["warmup_requests"])
+        warm = loads.Load("concurrency", max(1, min(n, int(float(wl["level"])))), requests=n)
+        _, info["warmup_s"] = loads.run(server.base_url, name, loads.prompts(vocab, inp, n, seed=seed + 1), out,
+                                        warm, timeout)
+
+    def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
+        reqs, window = loads.run(server.base_url, name, loads.prompts(vocab, inp, load.requests, seed=seed), out,
+                                 load, timeout)
+        return summary(reqs, window, int(cfg["cards"]), limits) | {"window_s": window}, reqs
+
+    session = measure.Session(ctx, noise.Settings(), memory=lambda: None)
+    before = server.scrape()
+    if wl["search"]:
+        def probe(rate: float) -> tuple[bool, dict[str, Any]]:
+            figures, _ = measured(loads.Load("rate", rate, int(wl["requests"]), arrival=wl["arrival"], seed=seed))
+            return met(figures, limits), figures
+
+        answer, probes = search(probe, float(wl["level"]), float(wl["search_resolution"]),
+                                int(wl["search_max_probes"]))
+        best = next((p.figures for p in probes if p.rate == answer), probes[-1].figures)
+        figures = {**best, "slo_max_rate_req_s": answer}
+        info["search_probes"] = json.dumps([{"rate": round(p.rate, 6), "met": p.met,
+                                             **{k: p.figures.get(k) for k in PROBE_FIGURES}} for p in probes])
+        info["search_answer"] = "none met the SLOs" if answer is None else f"{answer:.6g} requests/s"
+        gathered = None
+    else:
+        load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=seed)
+        sampler = servers.Sampler(server)
+        session.start()
+        with sampler:
+            figures, reqs = measured(load)
+        gathered = session.finish()
+        info.update(sampler.summary())
+        info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
+    info.update(servers.counter_deltas(before, server.scrape()))
+    counts = {k: figures.pop(k) for k in ("requests", "ok_requests", "failed_requests", "cut_short_requests")}
+    info.update({k: v for k, v in counts.items() if k != "requests"}, window_s=figures.pop("window_s", None))
+    samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
+    if gathered is not None and counts["ok_requests"]:
+        produced = samples["output_tok_s"][0] * info["window_s"]
+        samples.update(measure.energy(gathered, work=produced, per_joule="tok_per_j"))
+    if not server.alive():
+        drop(ctx.cache)
+        return Result(samples=samples, info=info, status="failed", error_type="ServerDied",
+                      error=f"the server exited during the load ({counts['failed_requests']} of {counts['requests']} "
+                            f"requests failed); its log ({server.log}) ends:\n{server.tail()}")
+    if not counts["ok_requests"] and not wl["search"]:
+        return Result(samples=samples, info=info, status="failed", error_type="NoRequestServed",
+                      error=f"none of {counts['requests']} requests was answered in full: {info['first_request_errors']}")
+    return Result(samples=samples, info=info)
+
+
+PROBE_FIGURES = ("ttft_p99_s", "tpot_p99_s", "output_tok_s", "goodput_req_s", "failed_requests", "ok_requests")
+
+
+def met(figures: dict[str, Any], limits: Slo) -> bool:
+    """A probed rate meets the SLOs: every request answered in full, p99 TTFT and p99 TPOT within the limits."""
+    return (figures.get("ok_requests", 0) == figures.get("requests", -1)
+            and figures.get("ttft_p99_s", float("inf")) <= limits.ttft_s
+            and figures.get("tpot_p99_s", 0.0) <= limits.tpot_s)
+
+
+class Serving(Workload):
+    name = "serving"
+    metrics = METRICS
+    options = OPTIONS
+    report = f"{__name__}.report"
+    check = staticmethod(check)
+    params = staticmethod(params)
+    run = staticmethod(run)
+    tasks = staticmethod(tasks)
+
+
+WORKLOAD = Serving()
+__all__ = ["METRICS", "SLO_PRESETS", "WORKLOAD", "Serving"]

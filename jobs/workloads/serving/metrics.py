@@ -1,11 +1,10 @@
 """The serving metrics: their definitions (METRICS) and their computation from the client's requests (summary)."""
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobs.metrics import HIGHER, LOWER, PER_POINT, Metric
+from jobs.metrics import ENERGY, HIGHER, LOWER, PER_POINT, Metric, MetricSet, percentile
 
 from .load import Request
 
@@ -22,7 +21,7 @@ _LATENCY = {
     "e2e_s": "end-to-end latency: the request's start to its last chunk",
 }
 
-METRICS = tuple(
+_METRICS = tuple(
     Metric(f"{name[:-2]}_{stat}_s", "s", f"{stat} over the ok requests of: {text}", LOWER, repeat=PER_POINT,
            label=f"{name[:-2].upper()} {stat}")
     for name, text in _LATENCY.items() for stat in STATS
@@ -38,6 +37,28 @@ METRICS = tuple(
                                                 "sees)", HIGHER, repeat=PER_POINT, label="tokens/s per user"),
     Metric("goodput_req_s", "requests/s", "ok requests whose TTFT <= slo_ttft_s and TPOT <= slo_tpot_s / window",
            HIGHER, repeat=PER_POINT, label="goodput"),
+    Metric("slo_max_rate_req_s", "requests/s", "workload.search=goodput: the highest probed request rate (open loop) "
+                                               "whose p99 TTFT and p99 TPOT meet the SLOs with no failed request",
+           HIGHER, repeat=PER_POINT, label="highest rate within the SLOs"),
+    ENERGY,
+    Metric("tok_per_j", "tokens/J", "output tokens of the ok requests / energy_j over the load window", HIGHER,
+           repeat=PER_POINT, label="tokens per joule"),
+)
+
+METRICS = MetricSet(
+    workload="serving",
+    throughput="output_tok_s",
+    work="tokens",
+    keys=("engine", "endpoint", "mode", "level", "arrival", "requests", "input_tokens", "output_tokens", "slo",
+          "slo_ttft_s", "slo_tpot_s", "search"),
+    labels=("engine", "mode"),
+    varied=("shape",),
+    overview=("ttft_p99_s", "tpot_p99_s", "goodput_req_s"),
+    software=("engine",),
+    order=("mode", "level"),
+    title_fields=("mode", "level", "shape"),
+    words=(("level", "load"),),
+    metrics=_METRICS,
 )
 
 
@@ -60,14 +81,6 @@ class Slo:
 def tpot(r: Request) -> float:
     """0 for a one-token answer (there is no second token to wait for)."""
     return (r.e2e - r.ttft) / (r.output_tokens - 1) if r.output_tokens > 1 else 0.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    s = sorted(values)
-    k = (len(s) - 1) * q / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
 def _stats(name: str, values: Sequence[float]) -> dict[str, float]:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -152,8 +153,61 @@ class Server:
             pass
         return self.proc.poll()
 
+    close = stop
+
     def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def by_name(scraped: dict[str, float]) -> dict[str, float]:
+    """Prometheus samples summed over their label sets: 'vllm:num_requests_waiting{model_name="x"}' -> name."""
+    out: dict[str, float] = {}
+    for key, value in scraped.items():
+        name = key.split("{", 1)[0]
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+# vLLM's counters whose growth over the load is recorded (info.server_<name>); vLLM's own names, V1 engine.
+COUNTERS = {"vllm:num_preemptions_total": "preemptions", "vllm:prompt_tokens_total": "prompt_tokens",
+            "vllm:generation_tokens_total": "generation_tokens", "vllm:request_success_total": "requests_finished"}
+# Gauges sampled during the load (their largest value); the KV-cache gauge was renamed in vLLM 0.10.
+GAUGES = {"vllm:num_requests_waiting": "queue_max", "vllm:num_requests_running": "running_max",
+          "vllm:kv_cache_usage_perc": "kv_cache_usage_max", "vllm:gpu_cache_usage_perc": "kv_cache_usage_max"}
+
+
+def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    b, a = by_name(before), by_name(after)
+    return {f"server_{short}": a[name] - b.get(name, 0.0) for name, short in COUNTERS.items() if name in a}
+
+
+class Sampler:
+    """Scrapes the server's gauges every `every_s` while the load runs (a thread); their largest values."""
+
+    def __init__(self, server, every_s: float = 0.5):
+        self.server, self.every_s = server, every_s
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for name, value in by_name(self.server.scrape()).items():
+                if name in GAUGES:
+                    short = GAUGES[name]
+                    self.peaks[short] = max(self.peaks.get(short, value), value)
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+
+    def summary(self) -> dict[str, float]:
+        return {f"server_{k}": v for k, v in self.peaks.items()}

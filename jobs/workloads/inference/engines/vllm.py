@@ -35,9 +35,10 @@ import time
 from typing import Any
 
 from jobs import model_math
+from jobs.models import write_random_model
 
 from .base import Generation
-from .vllm_settings import cpu_environment, hpu_environment, memory_utilization
+from jobs.vllm_settings import cpu_environment, hpu_environment, memory_utilization
 
 _clock = time.time  # vLLM stamps requests with time.time(); all three readings use the same clock
 
@@ -51,19 +52,6 @@ def _refuse_replicas() -> None:
         raise RuntimeError(f"engine vllm drives all cards of a point from one process (tensor parallel = cards), "
                            f"but this point runs {dist.get_world_size()} processes, one per card; the workload must "
                            "ask for engines.tasks('vllm') == 'per_node' tasks")
-
-
-def write_random_model(model_cfg: dict[str, Any], directory: str) -> str:
-    """config.json for load_format="dummy": vLLM fills the weights with its own small random values (not the hf
-    engine's for the same seed; a speed-only model) and picks the model class from `architectures`."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    from jobs.models import hf_config
-
-    config = hf_config(model_cfg)
-    config.architectures = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]]
-    config.save_pretrained(directory)
-    return directory
 
 
 def first_token_time(out) -> float | None:

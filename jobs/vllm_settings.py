@@ -1,4 +1,5 @@
-"""The vllm engine's settings that need no vLLM installed (the planner and the point id read them too)."""
+"""vLLM's settings that need no vLLM installed (the planner, the point id, the inference engine and the serving
+workload's server read them)."""
 from __future__ import annotations
 
 import os

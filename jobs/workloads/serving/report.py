@@ -1,0 +1,139 @@
+"""serving.html, the serving workload's report page (template in templates/): latency and throughput against load,
+the Pareto front of tokens/s per card against tokens/s per user per hardware (the chart used to choose hardware for
+a chat service), and goodput under the SLOs per hardware and card count."""
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import pandas as pd
+
+from report.charts import HEIGHT, WIDTH, Chart, base_config, empty_chart, fmt_num, limit_series, records, \
+    series_marks, series_stroke, to_spec
+from report.pages import Page, label, numeric, ok_rows, point_counts, rows_for, workload_page_applies
+
+from .metrics import METRICS
+
+WORKLOAD, TPUT = METRICS.workload, METRICS.throughput
+PER_CARD, PER_USER, GOODPUT, MAX_RATE = "output_tok_s_per_card", "output_tok_s_per_user", "goodput_req_s", \
+    "slo_max_rate_req_s"
+LATENCY = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
+# A series: one server setting under one kind of load; the load level is the x axis.
+SERIES = ["hardware", "model", "precision", "cards", "engine", "mode", "shape"]
+MODE_AXIS = {"concurrency": "requests in flight", "rate": "requests/s sent"}
+
+
+def _ok(table: pd.DataFrame) -> pd.DataFrame:
+    ok = ok_rows(rows_for(table, WORKLOAD), numbers=(TPUT,))
+    cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY]
+    ok = ok.assign(**{c: numeric(ok, c) for c in cols})
+    fields = [f for f in SERIES if f in ok and (f in ("hardware", "engine", "mode") or ok[f].nunique() > 1)]
+    return ok.assign(series=label(ok, fields)) if len(ok) else ok.assign(series=pd.Series(dtype=str))
+
+
+def _load_chart(ok: pd.DataFrame, chart_id: str, title: str, metrics: list[str], y_title: str) -> Chart:
+    if ok.empty:
+        return empty_chart(chart_id, title)
+    data = ok[["series", "mode", "level", "requests", *metrics]].melt(
+        id_vars=["series", "mode", "level", "requests"], value_vars=metrics, var_name="metric", value_name="value")
+    data = data.dropna(subset=["value"])
+    data["line"] = data["series"] + " · " + data["metric"]
+    data, shown, total = limit_series(data, "value", ["line"])
+    enc = {"x": alt.X("level:Q", title="load (requests in flight, or requests/s for mode=rate)",
+                      scale=alt.Scale(type="log")),
+           "y": alt.Y("value:Q", title=y_title, scale=alt.Scale(type="log")),
+           "detail": alt.Detail("line:N"), "strokeDash": alt.StrokeDash("metric:N", title="figure")}
+    tips = [alt.Tooltip("series:N"), alt.Tooltip("metric:N"), alt.Tooltip("mode:N"), alt.Tooltip("level:Q"),
+            alt.Tooltip("value:Q", format=",.4~g"), alt.Tooltip("requests:Q", title="n (requests)")]
+    base = alt.Chart(alt.Data(values=records(data)))
+    chart = alt.layer(base.mark_line().encode(**enc, stroke=series_stroke("series")),
+                      base.mark_point(filled=True, size=60).encode(
+                          x=enc["x"], y=enc["y"], tooltip=tips, **series_marks("series", "series")),
+                      ).properties(width=WIDTH, height=HEIGHT, title=title)
+    summary = f"{len(ok)} point(s), {total} line(s)" + (f", {shown} drawn" if shown < total else "")
+    return Chart(chart_id, title, summary, to_spec(base_config(chart)))
+
+
+def pareto(points: pd.DataFrame) -> pd.DataFrame:
+    """The rows no other row beats on both tokens/s per user and tokens/s per card, sorted by per user."""
+    pts = points.dropna(subset=[PER_USER, PER_CARD]).sort_values([PER_USER, PER_CARD], ascending=[False, False])
+    keep, best = [], float("-inf")
+    for idx, row in pts.iterrows():
+        if row[PER_CARD] > best:
+            keep.append(idx)
+            best = row[PER_CARD]
+    return pts.loc[keep].sort_values(PER_USER)
+
+
+def pareto_chart(ok: pd.DataFrame) -> Chart:
+    chart_id, title = "serving-pareto", "Tokens/s per card against tokens/s per user"
+    ok = ok.dropna(subset=[PER_USER, PER_CARD])
+    if ok.empty:
+        return empty_chart(chart_id, title)
+    ok = ok.assign(hw=label(ok, [f for f in ("hardware", "engine", "precision") if f in ok]))
+    front = pd.concat([pareto(g).assign(hw=hw) for hw, g in ok.groupby("hw")])
+    cols = ["hw", "series", "mode", "level", "requests", PER_USER, PER_CARD]
+    x = alt.X(f"{PER_USER}:Q", title="tokens/s per user (1 / TPOT, mean over requests)")
+    y = alt.Y(f"{PER_CARD}:Q", title="output tokens/s per card")
+    tips = [alt.Tooltip("series:N"), alt.Tooltip("mode:N"), alt.Tooltip("level:Q"),
+            alt.Tooltip(f"{PER_USER}:Q", format=",.4~g"), alt.Tooltip(f"{PER_CARD}:Q", format=",.4~g"),
+            alt.Tooltip("requests:Q", title="n (requests)")]
+    chart = alt.layer(
+        alt.Chart(alt.Data(values=records(front[cols]))).mark_line().encode(x=x, y=y, order=f"{PER_USER}:Q",
+                                                                            stroke=series_stroke("hw")),
+        alt.Chart(alt.Data(values=records(ok[cols]))).mark_point(filled=True, size=70).encode(
+            x=x, y=y, tooltip=tips, **series_marks("hw", "hardware · engine · precision")),
+    ).properties(width=WIDTH, height=HEIGHT, title=title)
+    best = front.loc[front[PER_CARD].idxmax()]
+    summary = (f"{len(front)} of {len(ok)} point(s) on a front; most tokens/s per card: {best['hw']} at "
+               f"{best['mode']} {fmt_num(best['level'])} ({fmt_num(best[PER_CARD])} per card, "
+               f"{fmt_num(best[PER_USER])} per user)")
+    return Chart(chart_id, title, summary, to_spec(base_config(chart)))
+
+
+def goodput_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per hardware, engine, precision, model and cards: the best goodput measured and where, and the SLO search's
+    answer where one ran."""
+    keys = [k for k in ("hardware", "engine", "model", "precision", "cards", "shape", "slo_ttft_s", "slo_tpot_s")
+            if k in ok]
+    rows = []
+    for key, g in ok.groupby(keys, dropna=False, sort=True):
+        best = g.loc[g[GOODPUT].idxmax()] if g[GOODPUT].notna().any() else None
+        found = g[MAX_RATE].dropna()
+        rows.append({**dict(zip(keys, key)),
+                     "goodput": fmt_num(best[GOODPUT]) if best is not None else "—",
+                     "at": f"{best['mode']} {fmt_num(best['level'])}" if best is not None else "—",
+                     "n": int(best["requests"]) if best is not None and pd.notna(best.get("requests")) else "—",
+                     "max_rate": fmt_num(found.max()) if len(found) else "—"})
+    return rows
+
+
+def point_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    cols = ["series", "mode", "level", "requests", TPUT, PER_USER, *LATENCY, GOODPUT]
+    data = ok.sort_values(["series", "mode", "level"])
+    return [{"series": r["series"], "mode": r["mode"], "level": fmt_num(r["level"]),
+             "n": int(r["requests"]) if pd.notna(r.get("requests")) else "—",
+             **{c: fmt_num(r[c]) for c in cols[4:]}} for _, r in data.iterrows()]
+
+
+def charts(table: pd.DataFrame) -> list[Chart]:
+    ok = _ok(table)
+    return [pareto_chart(ok),
+            _load_chart(ok, "serving-latency-ttft", "TTFT against load", ["ttft_p50_s", "ttft_p99_s"], "seconds"),
+            _load_chart(ok, "serving-latency-tpot", "TPOT against load", ["tpot_p50_s", "tpot_p99_s"], "seconds"),
+            _load_chart(ok, "serving-throughput", "Output throughput against load", [TPUT], "output tokens/s")]
+
+
+def context(table: pd.DataFrame) -> dict[str, Any]:
+    rows = rows_for(table, WORKLOAD)
+    ok = _ok(table)
+    failed = rows[~rows["status"].eq("ok")] if "status" in rows else rows.iloc[0:0]
+    return {**point_counts(rows), "goodput_rows": goodput_rows(ok) if len(ok) else [],
+            "point_rows": point_rows(ok) if len(ok) else [],
+            "failed_rows": [{"point_id": r.get("point_id"), "status": r.get("status"),
+                             "error": str(r.get("error_message") or "")[:300]} for _, r in failed.iterrows()]}
+
+
+PAGE = Page(slug="serving", title="Serving", template="serving.html", context=context, charts=charts,
+            applies=workload_page_applies(WORKLOAD), order=12, workload=WORKLOAD,
+            link=lambda row: "serving.html#pareto")
