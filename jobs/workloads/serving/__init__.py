@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from . import load as loads
 from . import server as servers
 from .metrics import METRICS, SLO_PRESETS, Slo, summary
 from .options import OPTIONS
-from .search import search
+from .search import highest_rate
 
 _SHAPE = re.compile(r"^(\d+)x(\d+)$")
 # Device kinds each server's spec is known to run on (vLLM's by its platforms; the others by their docs).
@@ -113,7 +112,7 @@ def served_name(cfg: dict[str, Any]) -> str:
 def server_args(cfg: dict[str, Any], model_dir: str) -> tuple[dict[str, Any], dict[str, str]]:
     """(Server.start keywords, environment) for the point's server: its engine's spec filled in, vLLM's flags."""
     wl, device = cfg["workload"], _device(cfg)
-    extra = list(wl["server_args"])
+    extra = [str(a) for a in wl["server_args"]]
     env: dict[str, str] = {}
     if wl["engine"] == "vllm":
         v = wl["vllm"]
@@ -133,7 +132,7 @@ def server_args(cfg: dict[str, Any], model_dir: str) -> tuple[dict[str, Any], di
         elif device == "hpu":
             env = hpu_environment({})
     kw = {"model": model_dir, "name": served_name(cfg), "tp": int(cfg["cards"]), "dtype": cfg["precision"]["dtype"],
-          "extra": " ".join(extra), "python": wl["server_python"] or None}
+          "extra": extra, "python": wl["server_python"] or None}
     return {k: v for k, v in kw.items() if v is not None}, env
 
 
@@ -231,7 +230,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
             figures, _ = measured(loads.Load("rate", rate, int(wl["requests"]), arrival=wl["arrival"], seed=seed))
             return met(figures, limits), figures
 
-        answer, probes = search(probe, float(wl["level"]), float(wl["search_resolution"]),
+        answer, probes = highest_rate(probe, float(wl["level"]), float(wl["search_resolution"]),
                                 int(wl["search_max_probes"]))
         best = next((p.figures for p in probes if p.rate == answer), probes[-1].figures)
         figures = {**best, "slo_max_rate_req_s": answer}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.config_schema import Bool, Int, Num, Str, Strs
+from jobs.config_schema import Bool, Int, Key, Num, Str
 
 from .load import ARRIVALS, MODES
 from .metrics import SLO_PRESETS
@@ -47,7 +47,8 @@ OPTIONS: dict[str, Any] = {
     "startup_timeout_s": Num(min=1, default=900, identity=False, help=(
         "seconds the server may take to answer its health check; the record then names its log's last lines")),
     "request_timeout_s": Num(min=1, default=600, identity=False, help="a request's limit; past it, it counts failed"),
-    "server_args": Strs(default=[], help="extra arguments for the server's command line, e.g. `[--max-num-seqs, '8']`"),
+    "server_args": Key("list", default=[], help=(
+        "extra arguments for the server's command line, e.g. `[--max-num-batched-tokens,512]` (numbers as text)")),
     "server_python": Str(null=True, default=None, identity=False, help=(
         "the Python that runs a python-launched server (vllm, sglang, llamacpp); `null`: the worker's")),
     "vllm": {

@@ -23,7 +23,7 @@ def _exit_with(server: subprocess.Popen) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)   # the group's SIGTERM is for the server
     server = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL,
-                              preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+                              preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))  # noqa: PLW1509  no threads yet
     threading.Thread(target=_exit_with, args=(server,), daemon=True).start()
     sys.stdin.buffer.read()                       # returns at end of file: the worker closed it or is gone
     os.killpg(0, signal.SIGTERM)

@@ -8,8 +8,19 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from report.charts import HEIGHT, WIDTH, Chart, base_config, empty_chart, fmt_num, limit_series, records, \
-    series_marks, series_stroke, to_spec
+from report.charts import (
+    HEIGHT,
+    WIDTH,
+    Chart,
+    base_config,
+    empty_chart,
+    fmt_num,
+    limit_series,
+    records,
+    series_marks,
+    series_stroke,
+    to_spec,
+)
 from report.pages import Page, label, numeric, ok_rows, point_counts, rows_for, workload_page_applies
 
 from .metrics import METRICS

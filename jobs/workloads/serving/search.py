@@ -18,7 +18,7 @@ class Probe:
     figures: dict[str, Any]
 
 
-def search(probe: Callable[[float], tuple[bool, dict[str, Any]]], start: float, resolution: float,
+def highest_rate(probe: Callable[[float], tuple[bool, dict[str, Any]]], start: float, resolution: float,
            max_probes: int) -> tuple[float | None, list[Probe]]:
     """(the highest rate probed that met the SLOs, or None; every probe in the order run)."""
     probes: list[Probe] = []

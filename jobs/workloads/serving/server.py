@@ -20,6 +20,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def command(engine: str, *, model: str, name: str, port: int, host: str = "127.0.0.1", tp: int = 1,
-            dtype: str = "auto", extra: str = "", python: str = sys.executable) -> list[str]:
+            dtype: str = "auto", extra: str | list[str] = "", python: str = sys.executable) -> list[str]:
     try:
         spec = SPECS[engine]
     except KeyError:
@@ -62,7 +66,8 @@ def command(engine: str, *, model: str, name: str, port: int, host: str = "127.0
         raise ValueError(f"server engine {engine} runs on one card; asked for tensor parallel {tp}")
     fields = {"python": python, "model": model, "name": name, "host": host, "port": port, "tp": tp, "dtype": dtype}
     text = spec.command + (" " + spec.tp_flag if tp > 1 else "")
-    return [part.format(**fields) for part in shlex.split(text)] + shlex.split(extra)
+    return [part.format(**fields) for part in shlex.split(text)] + (shlex.split(extra) if isinstance(extra, str)
+                                                                     else list(extra))
 
 
 REAPER = Path(__file__).with_name("reaper.py")
@@ -155,7 +160,7 @@ class Server:
 
     close = stop
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -201,7 +206,7 @@ class Sampler:
                     self.peaks[short] = max(self.peaks.get(short, value), value)
             self._stop.wait(self.every_s)
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -1,0 +1,111 @@
+"""The serving workload without a server: the SLO search's rule, plan-time checks, parameters, the server's command
+line, the Pareto front and the Prometheus bookkeeping."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from jobs import workloads
+from jobs.workloads import serving
+from jobs.workloads.serving import report, search, server
+
+SERVING = "workload=serving"
+
+
+def test_the_search_doubles_then_bisects_to_the_resolution():
+    calls = []
+
+    def probe(rate):
+        calls.append(rate)
+        return rate <= 5.3, {"rate": rate}
+
+    answer, probes = search.highest_rate(probe, start=1.0, resolution=0.1, max_probes=20)
+    assert calls[:4] == [1.0, 2.0, 4.0, 8.0]            # doubling until 8 fails
+    assert answer <= 5.3 and answer > 5.3 / 1.1          # bracket at most 10 % of its lower end
+    failed = min(p.rate for p in probes if not p.met)
+    assert (failed - answer) <= 0.1 * answer
+    assert [p.rate for p in probes] == calls
+
+
+def test_the_search_halves_when_the_start_fails_and_stops_at_max_probes():
+    answer, probes = search.highest_rate(lambda r: (r <= 0.3, {}), start=4.0, resolution=0.01, max_probes=5)
+    assert [p.rate for p in probes][:4] == [4.0, 2.0, 1.0, 0.5] and len(probes) == 5
+    assert answer == 0.25
+    answer, probes = search.highest_rate(lambda r: (False, {}), start=1.0, resolution=0.1, max_probes=3)
+    assert answer is None and len(probes) == 3
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["workload.search=goodput"], "needs workload.mode=rate"),
+    (["workload.level=1.5"], "whole number of requests in flight"),
+    (["workload.engine=tgi"], "needs a checkpoint"),
+    (["workload.engine=trtllm"], "does not run on cpu devices"),
+    (["workload.engine=llamacpp", "cards=2"], "serves from one card"),
+    (["precision=int8"], "runs fp32, bf16, fp16"),
+    (["cards=65"], "one server on one node"),
+    (["workload.shape=128x4000"], "max_position_embeddings=4096"),
+    (["workload.endpoint=localhost:8000"], "must be a URL"),
+])
+def test_plan_time_checks_name_the_value(make_cfg, overrides, words):
+    cfg = make_cfg(SERVING, *overrides)
+    assert any(words in p for p in workloads.get("serving").check(cfg)), workloads.get("serving").check(cfg)
+
+
+def test_an_endpoint_point_launches_nothing_and_skips_the_server_checks(make_cfg):
+    cfg = make_cfg(SERVING, "workload.endpoint=http://inference.site:8000", "workload.engine=trtllm")
+    assert workloads.get("serving").check(cfg) == []
+    assert serving.params(cfg)["endpoint"] == "http://inference.site:8000"
+
+
+def test_params_carry_the_load_and_the_slo_limits(make_cfg):
+    p = serving.params(make_cfg(SERVING, "workload.shape=64x16", "workload.slo=interactive",
+                                "workload.slo_tpot_s=0.05", "workload.mode=rate", "workload.level=2.5"))
+    assert (p["input_tokens"], p["output_tokens"], p["shape"]) == (64, 16, "64x16")
+    assert (p["slo_ttft_s"], p["slo_tpot_s"]) == (0.45, 0.05)
+    assert (p["mode"], p["level"], p["engine"]) == ("rate", 2.5, "vllm")
+
+
+def test_the_vllm_server_gets_dummy_weights_tensor_parallel_and_the_cpu_settings(make_cfg):
+    cfg = make_cfg(SERVING, "cards=2", "workload.vllm.enforce_eager=true", "workload.vllm.max_num_seqs=8",
+                   "workload.server_args=[--max-num-batched-tokens,512]")
+    kw, env = serving.server_args(cfg, "/tmp/model")
+    argv = server.command("vllm", port=8000, **kw)
+    line = " ".join(argv)
+    assert "--load-format dummy --skip-tokenizer-init" in line and "--tensor-parallel-size 2" in line
+    assert "--enforce-eager" in line and "--max-num-seqs 8" in line and "--max-num-batched-tokens 512" in line
+    assert "--dtype float32" in line and "--served-model-name tiny-llama" in line
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_a_server_setting_changes_the_point_id_and_the_server_key(make_cfg):
+    from jobs.plan import point_id
+
+    a, b = make_cfg(SERVING), make_cfg(SERVING, "workload.vllm.max_num_seqs=4")
+    c = make_cfg(SERVING, "workload.level=8")
+    assert len({point_id(a), point_id(b), point_id(c)}) == 3
+    assert serving._server_key(a) != serving._server_key(b)
+    assert serving._server_key(a) == serving._server_key(c)   # another load on the same server: shared
+
+
+def test_the_pareto_front_keeps_points_no_other_beats_on_both_axes():
+    pts = pd.DataFrame({report.PER_USER: [10, 20, 30, 15, 30], report.PER_CARD: [100, 80, 40, 70, 10]})
+    front = report.pareto(pts)
+    assert list(front[report.PER_USER]) == [10, 20, 30] and list(front[report.PER_CARD]) == [100, 80, 40]
+
+
+def test_prometheus_samples_are_summed_over_labels_and_counted_over_the_load():
+    before = {'vllm:num_preemptions_total{engine="0",model_name="m"}': 1.0,
+              'vllm:generation_tokens_total{model_name="m"}': 100.0}
+    after = {'vllm:num_preemptions_total{engine="0",model_name="m"}': 3.0,
+             'vllm:generation_tokens_total{model_name="m"}': 356.0, 'vllm:num_requests_waiting{a="1"}': 2.0,
+             'vllm:num_requests_waiting{a="2"}': 1.0}
+    assert server.by_name(after)["vllm:num_requests_waiting"] == 3.0
+    assert server.counter_deltas(before, after) == {"server_preemptions": 2.0, "server_generation_tokens": 256.0}
+
+
+def test_a_probe_meets_the_slos_only_with_every_request_answered():
+    limits = serving.Slo(2.0, 0.2)
+    good = {"requests": 8, "ok_requests": 8, "ttft_p99_s": 1.0, "tpot_p99_s": 0.1}
+    assert serving.met(good, limits)
+    assert not serving.met({**good, "ok_requests": 7}, limits)
+    assert not serving.met({**good, "tpot_p99_s": 0.3}, limits)
