@@ -95,7 +95,7 @@ def test_readme_key_tables_are_the_declarations():
     from jobs.catalogue import README, with_key_tables
 
     readme = README.read_text()
-    assert readme.count("<!-- keys: ") == 4
+    assert readme.count("<!-- keys: ") == 5
     assert with_key_tables(readme) == readme, ("README's key tables are out of date; regenerate them with "
                                                "`python -m jobs.catalogue --keys-readme`")
     stale = readme.replace("| `batch_size` | `1` |", "| `batch_size` | `2` |", 1)
