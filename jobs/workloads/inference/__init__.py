@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import socket
 import time
 from typing import Any
 
 from jobs import config_schema, measure, model_math, noise
 from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import drop
+from jobs.workloads.base import drop, lengths
 
 from . import engines
 from .metrics import METRICS
@@ -56,17 +55,6 @@ def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
         out["gpu_memory_utilization"] = memory_utilization(out["gpu_memory_utilization"], device)
     return out
 
-_SHAPE = re.compile(r"^(\d+)x(\d+)$")
-
-
-def lengths(wl: dict[str, Any]) -> tuple[int, int]:
-    """(input_tokens, output_tokens), from `shape` when it is set."""
-    if wl.get("shape") is None:
-        return int(wl["input_tokens"]), int(wl["output_tokens"])
-    m = _SHAPE.match(str(wl["shape"]))
-    if not m:
-        raise ValueError(f"workload.shape={wl['shape']!r} is not <input>x<output>, e.g. 128x128")
-    return int(m.group(1)), int(m.group(2))
 
 
 def check(cfg: dict[str, Any]) -> list[str]:

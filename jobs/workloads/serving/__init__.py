@@ -17,7 +17,7 @@ from typing import Any
 from jobs import config_schema, measure, noise
 from jobs.vllm_settings import cpu_environment, hpu_environment
 from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import drop
+from jobs.workloads.base import drop, lengths
 
 from . import load as loads
 from . import server as servers
@@ -25,20 +25,10 @@ from .metrics import METRICS, SLO_PRESETS, Slo, summary
 from .options import OPTIONS
 from .search import highest_rate
 
-_SHAPE = re.compile(r"^(\d+)x(\d+)$")
 # Device kinds each server's spec is known to run on (vLLM's by its platforms; the others by their docs).
 DEVICES = {"vllm": ("cuda", "rocm", "hpu", "cpu"), "sglang": ("cuda", "rocm"), "tgi": ("cuda", "rocm", "hpu"),
            "trtllm": ("cuda",), "llamacpp": ("cpu", "cuda", "rocm")}
 FLOATS = ("fp32", "bf16", "fp16")
-
-
-def lengths(wl: dict[str, Any]) -> tuple[int, int]:
-    if wl.get("shape") is None:
-        return int(wl["input_tokens"]), int(wl["output_tokens"])
-    m = _SHAPE.match(str(wl["shape"]))
-    if not m:
-        raise ValueError(f"workload.shape={wl['shape']!r} is not <input>x<output>, e.g. 128x128")
-    return int(m.group(1)), int(m.group(2))
 
 
 def slo(wl: dict[str, Any]) -> Slo:

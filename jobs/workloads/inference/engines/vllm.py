@@ -36,9 +36,9 @@ from typing import Any
 
 from jobs import model_math
 from jobs.models import write_random_model
+from jobs.vllm_settings import cpu_environment, hpu_environment, memory_utilization
 
 from .base import Generation
-from jobs.vllm_settings import cpu_environment, hpu_environment, memory_utilization
 
 _clock = time.time  # vLLM stamps requests with time.time(); all three readings use the same clock
 
