@@ -166,3 +166,13 @@ def test_a_bad_load_names_the_value_and_what_is_allowed(bad, words):
         Load(**bad)
     with pytest.raises(ValueError, match="preset 'mlperf'"):
         metrics.Slo.preset("mlperf")
+
+
+def test_text_prompts_and_per_request_lengths_take_the_servers_prompt_count(serve):
+    fake = FakeServer(ttft=0.01, gap=0.001)
+    url = serve(fake)
+    reqs, _ = load.run(url, "m", ["abc", "defg", [1, 2]], [3, 4, 5], Load("concurrency", 1, requests=3))
+    assert [r.output_tokens for r in reqs] == [3, 4, 5] and [b["max_tokens"] for b in fake.bodies] == [3, 4, 5]
+    assert [r.prompt_tokens for r in reqs] == [3, 4, 2]   # the fake counts characters of text as its tokens
+    with pytest.raises(ValueError, match="3 prompts and 2 output lengths"):
+        load.run(url, "m", ["a", "b", "c"], [1, 2], Load("concurrency", 1, requests=3))

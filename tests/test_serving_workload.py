@@ -109,3 +109,38 @@ def test_a_probe_meets_the_slos_only_with_every_request_answered():
     assert serving.met(good, limits)
     assert not serving.met({**good, "ok_requests": 7}, limits)
     assert not serving.met({**good, "tpot_p99_s": 0.3}, limits)
+
+
+def test_a_dataset_gives_text_ids_and_sharegpt_prompts_with_their_output_lengths(tmp_path):
+    from jobs.workloads.serving import dataset
+
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"prompt": "hello there", "output_tokens": 5}\n\n{"prompt_token_ids": [11, 12, 13]}\n'
+                    '{"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "hi"}]}\n')
+    assert dataset.read(path, default_output=7) == [("hello there", 5), ([11, 12, 13], 7), ("hi", 7)]
+    prompts, outs = dataset.sample(path, 7, default_output=7, seed=3)
+    assert len(prompts) == 7 and sorted(map(str, prompts[:3])) == sorted(map(str, ["hello there", [11, 12, 13], "hi"]))
+    assert prompts[3:6] == prompts[:3] and outs[3:6] == outs[:3]
+
+
+@pytest.mark.parametrize("line, words", [
+    ("not json", "line 1: not JSON"),
+    ("[1, 2]", "a line must be a JSON object"),
+    ('{"prompt_token_ids": [1, -2]}', "no prompt"),
+    ('{"prompt": "x", "output_tokens": 0}', "output_tokens=0 must be a whole number >= 1"),
+])
+def test_a_bad_dataset_line_is_named_at_plan_time(make_cfg, tmp_path, line, words):
+    path = tmp_path / "d.jsonl"
+    path.write_text(line + "\n")
+    problems = workloads.get("serving").check(make_cfg(SERVING, f"workload.dataset={path}"))
+    assert any(words in p and "d.jsonl" in p for p in problems), problems
+
+
+def test_text_prompts_need_a_tokenizer_token_ids_do_not(make_cfg, tmp_path):
+    text, ids = tmp_path / "text.jsonl", tmp_path / "ids.jsonl"
+    text.write_text('{"prompt": "hello"}\n')
+    ids.write_text('{"prompt_token_ids": [5, 6]}\n')
+    check = workloads.get("serving").check
+    assert any("needs the model's tokenizer" in p for p in check(make_cfg(SERVING, f"workload.dataset={text}")))
+    assert check(make_cfg(SERVING, f"workload.dataset={ids}")) == []
+    assert serving.params(make_cfg(SERVING, f"workload.dataset={ids}"))["shape"] == "dataset"

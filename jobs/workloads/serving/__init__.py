@@ -19,6 +19,7 @@ from jobs.vllm_settings import cpu_environment, hpu_environment
 from jobs.workloads import Ranks, Result, Workload
 from jobs.workloads.base import drop, lengths
 
+from . import dataset as datasets
 from . import load as loads
 from . import server as servers
 from .metrics import METRICS, SLO_PRESETS, Slo, summary
@@ -29,6 +30,7 @@ from .search import highest_rate
 DEVICES = {"vllm": ("cuda", "rocm", "hpu", "cpu"), "sglang": ("cuda", "rocm"), "tgi": ("cuda", "rocm", "hpu"),
            "trtllm": ("cuda",), "llamacpp": ("cpu", "cuda", "rocm")}
 FLOATS = ("fp32", "bf16", "fp16")
+PLAN_LINES = 10_000   # lines of a dataset checked at plan time (the rest when the point reads it)
 
 
 def slo(wl: dict[str, Any]) -> Slo:
@@ -54,6 +56,15 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["search"] and wl["mode"] != "rate":
         problems.append(f"workload.search={wl['search']} probes request rates: it needs workload.mode=rate "
                         f"(got mode={wl['mode']})")
+    if wl["dataset"] is not None:
+        try:
+            lines = datasets.read(wl["dataset"], default_output=out or 1, limit=PLAN_LINES)
+        except (OSError, ValueError) as exc:
+            problems.append(f"workload.dataset: {exc}" if isinstance(exc, OSError) else str(exc))
+        else:
+            if any(isinstance(p, str) for p, _ in lines) and cfg["model"]["init"] != "pretrained" and not wl["endpoint"]:
+                problems.append(f"workload.dataset={wl['dataset']} has text prompts: the server needs the model's "
+                                "tokenizer (model.init=pretrained model.path=DIR), or give prompt_token_ids")
     if wl["endpoint"] is not None:
         if not re.match(r"^https?://[^/\s]+", wl["endpoint"]):
             problems.append(f"workload.endpoint={wl['endpoint']!r} must be a URL like http://host:8000")
@@ -88,7 +99,8 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
     limits = slo(wl)
     return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": wl["endpoint"],
             "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "arrival": wl["arrival"],
-            "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s, "search": wl["search"]}
+            "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s, "search": wl["search"],
+            **({"input_tokens": None, "output_tokens": None, "shape": "dataset"} if wl["dataset"] else {})}
 
 
 def tasks(cfg: dict[str, Any]) -> Ranks:
@@ -202,15 +214,19 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     seed = int(cfg["seed"])
     info: dict[str, Any] = {"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
                             "server_url": server.base_url}
+
+    def prompts(n: int, salt: int) -> tuple[list, list[int] | int]:
+        if wl["dataset"]:
+            return datasets.sample(wl["dataset"], n, default_output=out, seed=seed + salt)
+        return loads.prompts(vocab, inp, n, seed=seed + salt), out
+
     if wl["warmup_requests"]:
         n = int(wl["warmup_requests"])
         warm = loads.Load("concurrency", max(1, min(n, int(float(wl["level"])))), requests=n)
-        _, info["warmup_s"] = loads.run(server.base_url, name, loads.prompts(vocab, inp, n, seed=seed + 1), out,
-                                        warm, timeout)
+        _, info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout)
 
     def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
-        reqs, window = loads.run(server.base_url, name, loads.prompts(vocab, inp, load.requests, seed=seed), out,
-                                 load, timeout)
+        reqs, window = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout)
         return summary(reqs, window, int(cfg["cards"]), limits) | {"window_s": window}, reqs
 
     session = measure.Session(ctx, noise.Settings(), memory=lambda: None)

@@ -3,7 +3,8 @@
 Closed loop: `concurrency` requests in flight at all times. Open loop: requests sent at a constant or Poisson rate
 (seeded), whatever the server's state. A request's clock starts when it was due to be sent (open loop) or when
 its slot came free (closed loop), so queueing in the client counts in its TTFT and E2E. Warm-up requests run first,
-to completion, and are not returned. Prompts are token ids, so their length is exact on any tokenizer.
+to completion, and are not returned. Prompts are token ids, so their length is exact on any tokenizer, or text
+from a dataset (dataset.py), whose length in tokens the server's usage count gives.
 """
 from __future__ import annotations
 
@@ -85,7 +86,10 @@ def prompts(vocab_size: int, input_tokens: int, n: int, seed: int = 0, first_id:
     return [[rng.randrange(first_id, vocab_size) for _ in range(input_tokens)] for _ in range(n)]
 
 
-def body(model: str, prompt: list[int], output_tokens: int) -> dict:
+Prompt = list[int] | str
+
+
+def body(model: str, prompt: Prompt, output_tokens: int) -> dict:
     """The completion request: exactly `output_tokens` (ignore_eos and min_tokens are vLLM's sampling options;
     return_token_ids makes a server without a tokenizer, --skip-tokenizer-init, stream the ids)."""
     return {"model": model, "prompt": prompt, "max_tokens": output_tokens, "min_tokens": output_tokens,
@@ -113,6 +117,7 @@ async def _send(session: aiohttp.ClientSession, url: str, payload: dict, req: Re
                     return req
                 if msg.get("usage"):
                     req.output_tokens = int(msg["usage"].get("completion_tokens") or 0)
+                    req.prompt_tokens = int(msg["usage"].get("prompt_tokens") or req.prompt_tokens)
                 choices = msg.get("choices") or ()
                 ids += sum(len(c.get("token_ids") or ()) for c in choices)
                 if any(c.get("text") or c.get("token_ids") for c in choices):
@@ -154,18 +159,18 @@ async def _open(session, url, payloads, reqs, due: Sequence[float]) -> None:
     await asyncio.gather(*(one(p, r, at) for p, r, at in zip(payloads, reqs, due)))
 
 
-async def _run(url, model, prompt_ids, output_tokens, load: Load, timeout_s: float) -> tuple[list[Request], float]:
-    def batch(ids):
-        return ([body(model, p, output_tokens) for p in ids],
-                [Request(prompt_tokens=len(p), asked_tokens=output_tokens) for p in ids])
+async def _run(url, model, prompts, outputs: list[int], load: Load, timeout_s: float) -> tuple[list[Request], float]:
+    def batch(ps, outs):
+        return ([body(model, p, n) for p, n in zip(ps, outs)],
+                [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n) for p, n in zip(ps, outs)])
 
     connector = aiohttp.TCPConnector(limit=0)   # no pool limit: the load decides what is in flight
     async with aiohttp.ClientSession(connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-        warm, measured = prompt_ids[:load.warmup_requests], prompt_ids[load.warmup_requests:]
-        if warm:
-            await _closed(session, url, *batch(warm), concurrency=min(len(warm), max(1, int(load.level))))
-        payloads, reqs = batch(measured)
+        w = load.warmup_requests
+        if w:
+            await _closed(session, url, *batch(prompts[:w], outputs[:w]), concurrency=min(w, max(1, int(load.level))))
+        payloads, reqs = batch(prompts[w:], outputs[w:])
         t0 = time.perf_counter()
         if load.mode == "concurrency":
             await _closed(session, url, payloads, reqs, int(load.level))
@@ -174,12 +179,14 @@ async def _run(url, model, prompt_ids, output_tokens, load: Load, timeout_s: flo
         return reqs, time.perf_counter() - t0
 
 
-def run(base_url: str, model: str, prompt_ids: list[list[int]], output_tokens: int, load: Load,
+def run(base_url: str, model: str, prompts: list[Prompt], output_tokens: int | list[int], load: Load,
         timeout_s: float = 600.0) -> tuple[list[Request], float]:
     """Send `load` to `base_url` (e.g. http://127.0.0.1:8000); return the measured requests and the window's
-    length in seconds (first send to last answer). `prompt_ids`: warm-up prompts first, then one per request."""
+    length in seconds (first send to last answer). `prompts`: warm-up prompts first, then one per request (token
+    ids or text); `output_tokens`: for every request, or one per prompt."""
     need = load.warmup_requests + load.requests
-    if len(prompt_ids) != need:
-        raise ValueError(f"{len(prompt_ids)} prompts for {load.warmup_requests} warm-up + {load.requests} requests")
-    return asyncio.run(_run(base_url.rstrip("/") + "/v1/completions", model, prompt_ids, output_tokens, load,
-                            timeout_s))
+    outputs = [output_tokens] * len(prompts) if isinstance(output_tokens, int) else list(output_tokens)
+    if len(prompts) != need or len(outputs) != need:
+        raise ValueError(f"{len(prompts)} prompts and {len(outputs)} output lengths for {load.warmup_requests} "
+                         f"warm-up + {load.requests} requests")
+    return asyncio.run(_run(base_url.rstrip("/") + "/v1/completions", model, prompts, outputs, load, timeout_s))

@@ -32,6 +32,10 @@ OPTIONS: dict[str, Any] = {
     "output_tokens": Int(min=1, default=32, help="generated length, exactly (`ignore_eos` and `min_tokens`)"),
     "shape": Str(null=True, default=None, column=True,
                  help="`\"<in>x<out>\"`, which overrides the two lengths so they sweep as pairs"),
+    "dataset": Str(null=True, default=None, column=True, help=(
+        "a local JSONL file of prompts (`prompt` text, `prompt_token_ids`, or ShareGPT `conversations`; optional "
+        "`output_tokens` per line; jobs/workloads/serving/dataset.py) in place of random token ids of "
+        "`input_tokens`; text needs a model with a tokenizer (`model.init=pretrained`)")),
     "slo": Str(default="server", choices=tuple(SLO_PRESETS), column=True, help=(
         "the latency limits of goodput: `server` = MLPerf Inference's Llama-2-70B Server scenario (p99 TTFT 2 s, "
         "p99 TPOT 200 ms), `interactive` = its Interactive scenario (450 ms, 40 ms); `slo_ttft_s` and "

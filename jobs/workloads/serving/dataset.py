@@ -1,0 +1,65 @@
+"""Prompts from a local JSONL file (workload.dataset), one request per line, for a load of real prompts instead of
+random token ids. A line is one of:
+  {"prompt": "text", "output_tokens": 128}          text (the server tokenizes it; output_tokens optional)
+  {"prompt_token_ids": [1, 2, 3], "output_tokens": 8}
+  {"conversations": [{"from": "human", "value": "..."}, {"from": "gpt", "value": "..."}]}   ShareGPT: the first
+                                                                                           human turn
+A line without output_tokens asks for workload.output_tokens. Lines are shuffled (seeded) and reused in turn when
+the load wants more requests than the file has.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from .load import Prompt
+
+
+def _prompt(line: dict, where: str) -> Prompt:
+    if isinstance(line.get("prompt"), str) and line["prompt"]:
+        return line["prompt"]
+    ids = line.get("prompt_token_ids")
+    if isinstance(ids, list) and ids and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+        return ids
+    turns = line.get("conversations")
+    if isinstance(turns, list):
+        for t in turns:
+            if isinstance(t, dict) and t.get("from") in ("human", "user") and isinstance(t.get("value"), str) \
+                    and t["value"]:
+                return t["value"]
+    raise ValueError(f"{where}: no prompt: a line needs \"prompt\" (text), \"prompt_token_ids\" (whole numbers >= 0) "
+                     "or ShareGPT \"conversations\" with a human turn")
+
+
+def read(path: str | Path, *, default_output: int, limit: int | None = None) -> list[tuple[Prompt, int]]:
+    """Every (prompt, output tokens) of the file, in its order; ValueError naming the line that is not one."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            where = f"workload.dataset={path}, line {n}"
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(line, dict):
+                raise ValueError(f"{where}: a line must be a JSON object")  # noqa: TRY004  bad input, not a bug
+            tokens = line.get("output_tokens", default_output)
+            if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+                raise ValueError(f"{where}: output_tokens={tokens!r} must be a whole number >= 1")
+            out.append((_prompt(line, where), tokens))
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise ValueError(f"workload.dataset={path} holds no prompt")
+    return out
+
+
+def sample(path: str | Path, n: int, *, default_output: int, seed: int) -> tuple[list[Prompt], list[int]]:
+    """`n` (prompt, output tokens) pairs: the file's lines shuffled with `seed`, taken in turn."""
+    lines = read(path, default_output=default_output)
+    random.Random(seed).shuffle(lines)
+    picked = [lines[i % len(lines)] for i in range(n)]
+    return [p for p, _ in picked], [t for _, t in picked]
