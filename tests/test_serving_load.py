@@ -176,3 +176,29 @@ def test_text_prompts_and_per_request_lengths_take_the_servers_prompt_count(serv
     assert [r.prompt_tokens for r in reqs] == [3, 4, 2]   # the fake counts characters of text as its tokens
     with pytest.raises(ValueError, match="3 prompts and 2 output lengths"):
         load.run(url, "m", ["a", "b", "c"], [1, 2], Load("concurrency", 1, requests=3))
+
+
+@pytest.mark.slow
+def test_a_sweep_measures_a_running_endpoint_and_launches_nothing(serve, tmp_path):
+    """workload.endpoint: the sweep's point loads the stand-in (a site's running service) through the workload, and
+    its record and page say so."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fake = FakeServer(ttft=0.01, gap=0.002)
+    url = serve(fake)
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "workload=serving", f"workload.endpoint={url}",
+                          "workload.served_name=site-model", "workload.level=1,2", "workload.requests=6",
+                          "workload.warmup_requests=1", "workload.shape=8x4", "sweep.name=ep"], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    recs = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "ep" / "points").glob("*/record.json")]
+    assert len(recs) == 2 and {r["status"] for r in recs} == {"ok"}
+    assert all(r["info"]["server_url"] == url and r["info"]["server_start_s"] is None for r in recs)
+    assert all(r["params"]["endpoint"] == url and r["info"]["ok_requests"] == 6 for r in recs)
+    assert {b["model"] for b in fake.bodies} == {"site-model"} and len(fake.bodies) == 2 * (6 + 1)
+    assert "serving-pareto" in (tmp_path / "runs" / "ep" / "site" / "serving.html").read_text()
