@@ -82,6 +82,8 @@ def test_rejected_or_dry_sweep_writes_nothing(tmp_path):
     ("cluster.max_parallel=0", "cluster.max_parallel=0 must be a whole number >= 1"),
     ("seed=abc", "seed='abc' must be a whole number >= 0"),
     ("seed=1.5", "seed=1.5 must be a whole number >= 0"),
+    ("seed=1180591620717411303424", "seed=1180591620717411303424 must be a whole number >= 0 and <= 2147483647"),
+    ("sweep.name=" + "a" * 129, "must be one path component of at most 128 letters"),
     ("workload.batch_size=true", "workload.batch_size=True must be a whole number >= 1"),
     ("workload.vllm.gpu_memory_utilization=1.5", "must be a number >= 0.01 and <= 1"),
     ("device_override=tpu", "device_override='tpu' is not allowed; allowed: cuda, rocm, hpu, cpu"),
@@ -90,6 +92,46 @@ def test_rejected_or_dry_sweep_writes_nothing(tmp_path):
 def test_typed_config(make_cfg, override, message):
     found = problems(make_cfg, override)
     assert len(found) == 1 and message in found[0], found
+
+
+@pytest.mark.parametrize("args,message", [
+    (["hardware=nonexistent"], "hardware='nonexistent' is not a hardware config; allowed: a100, cpu, "),
+    (["model=../../etc"], "model='../../etc' is not a model config; allowed: gemma-2-27b, "),
+    (["model=../hardware/cpu"], "model='../hardware/cpu' is not a model config; allowed: "),
+    (["-m", "model=tiny-llama,../hardware/cpu"], "model='../hardware/cpu' is not a model config"),
+    (["cluster=nonexistent"], "cluster='nonexistent' is not a cluster config; allowed: example-site, local, "),
+    (["+experiment=nonexistent"], "experiment='nonexistent' is not a preset; allowed: llm-inference-bench, "),
+    (["sweep.name=café"], "'sweep.name=café' cannot be read (token recognition error at: 'é'); sweep.name must be "
+                          "one path component"),
+    (["cards=choice()"], "'cards=choice()' cannot be read (ValueError while evaluating 'choice()': empty choice is "
+                         "not legal); cards must be a whole number >= 1"),
+    (["workload=superres", "workload.shape=8x2"], "workload.shape is not a key of workload=superres (its keys: name, "
+                                                  "phase, "),
+    (["workload.shapes=8x2"], "workload.shapes is not a key of workload=inference (its keys: name, "),
+    (["foo=1"], "foo is not a key of the config (its keys: cards, seed, "),
+])
+def test_hydra_refusals_are_named(args, message):
+    """What Hydra would refuse with its own text and exit 1 is named before it composes (jobs.overrides)."""
+    from jobs import overrides
+
+    (why,) = overrides.problems(args)
+    assert why.startswith(message), why
+
+
+def test_hydra_refusals_exit_2(tmp_path):
+    """The command line: exit 2 and one error: line, from the checks and from Hydra's own exceptions alike."""
+    for args, message in [(["-m", "hardware=nonexistent"], "error: hardware='nonexistent' is not a hardware config"),
+                          (["model.config.x=2"], "error: Could not override 'model.config.x'")]:
+        proc = sweep(tmp_path, *args)
+        assert proc.returncode == 2 and proc.stderr.startswith(message), proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_workload_is_the_configs():
+    from jobs import overrides
+
+    assert "- workload: " + overrides.DEFAULT_WORKLOAD in (ROOT / "hydra_conf" / "config.yaml").read_text()
 
 
 def test_launcher_fast_path_values_are_validated():
