@@ -142,6 +142,33 @@ def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
+def read_point(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
+    """The one judge of a point's record file (points/<id>/record.json): aggregate, resume (jobs.submit) and
+    jobs.status count a point as measured only by what this returns, so they agree. (record, None) if the file
+    follows the schema, its point_id is its folder's name (a record copied or moved into another point's folder
+    is not that point's) and it lies inside its sweep directory (a symbolic link leading out is not read); else
+    (None, why not). A file outside a points/ folder is only checked against the schema."""
+    path = str(path)
+    folder = os.path.dirname(path)
+    if os.path.basename(os.path.dirname(folder)) != "points":
+        return read_valid(path)
+    sweep = os.path.dirname(os.path.dirname(folder))
+    real = os.path.realpath(path)
+    if not real.startswith(_real(sweep) + os.sep):
+        return None, (f"leads out of its sweep directory (a link to {real}); records are read only from inside "
+                      "the sweep directory")
+    rec, why = read_valid(path)
+    if rec is not None and rec["point_id"] != os.path.basename(folder):
+        return None, (f"its point_id {rec['point_id']!r} is not its folder's ({os.path.basename(folder)!r}): a "
+                      "record copied or moved from another point's folder")
+    return rec, why
+
+
+@functools.lru_cache(maxsize=64)
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
 @functools.lru_cache(maxsize=1)
 def _validator():
     import jsonschema

@@ -23,8 +23,9 @@ from jobs.manifest import Manifest
 from jobs.point import failure_record
 from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
-ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", "not submitted",
-         "unknown")
+INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
+ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", INVALID,
+         "not submitted", "unknown")
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
@@ -90,9 +91,13 @@ def _records(sweep_dir: Path, points: dict[str, Any]) -> dict[str, dict[str, Any
     for pid in points:
         if pid in cached:
             status, start, message = cached[pid]
-        elif pid in stats and (rec := records.read_record(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")):
-            status, start = rec["status"], (rec.get("provenance") or {}).get("start_time")
-            message = (rec.get("error") or {}).get("message")
+        elif pid in stats:   # the same judge as aggregate's and resume's (records.read_point)
+            rec, why = records.read_point(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")
+            if rec is None:
+                status, start, message = INVALID, None, f"record not used: {why}"
+            else:
+                status, start = rec["status"], (rec.get("provenance") or {}).get("start_time")
+                message = (rec.get("error") or {}).get("message")
         else:
             out[pid] = None
             continue
@@ -215,7 +220,7 @@ def summary_line(c: dict[str, int]) -> str:
     return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
 
 
-PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", "not submitted", "unknown")
+PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", INVALID, "not submitted", "unknown")
 
 
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

@@ -293,6 +293,40 @@ def test_invalid_ok_record_is_measured_again(tmp_path):
     assert split_measured([point], tmp_path, force=False) == ([point], [], [])
 
 
+def test_records_are_only_what_they_claim_to_be(tmp_path, capsys):
+    """A record whose point_id is not its folder's (renamed, or copied into another point's folder), or a record
+    file that is a link out of the sweep directory, is not that point's: aggregate lists it `invalid`, resume
+    measures the point again and jobs.status says so; all three by records.read_point, so their counts agree."""
+    from jobs import status
+    from jobs.submit import split_measured
+
+    sweep_dir = tmp_path / "runs" / "s"
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
+    a = records.record_path(sweep_dir / "points", ids[0])
+    records.write_record(a, _record("ok", pid=ids[0]))
+    b = records.record_path(sweep_dir / "points", ids[1])       # a copy of a's record
+    b.parent.mkdir(parents=True)
+    b.write_bytes(a.read_bytes())
+    records.write_record(records.record_path(sweep_dir / "points", ids[2]), _record("ok", pid="ffffffffffff"))
+    outside = records.record_path(tmp_path / "elsewhere" / "points", ids[3])
+    records.write_record(outside, _record("ok", pid=ids[3]))
+    d = records.record_path(sweep_dir / "points", ids[3])
+    d.parent.mkdir(parents=True)
+    d.symlink_to(outside)
+    table = aggregate.aggregate([sweep_dir]).set_index("point_id")
+    err = capsys.readouterr().err
+    assert table["status"].to_dict() == {ids[0]: "ok", ids[1]: "invalid", ids[2]: "invalid", ids[3]: "invalid"}
+    assert f"its point_id '{ids[0]}' is not its folder's ('{ids[1]}')" in table.loc[ids[1], "error_message"]
+    assert "its point_id 'ffffffffffff' is not its folder's" in table.loc[ids[2], "error_message"]
+    assert "leads out of its sweep directory" in table.loc[ids[3], "error_message"] and "elsewhere" in err
+    pts = [plan.Point(point_id=pid, sweep="s", overrides=[], cfg={}, params={}, command="") for pid in ids]
+    todo, measured, _ = split_measured(pts, sweep_dir, force=False)
+    assert [p.point_id for p in measured] == [ids[0]] and [p.point_id for p in todo] == ids[1:]
+    seen = status._records(sweep_dir, dict.fromkeys(ids))
+    assert {pid: r["status"] for pid, r in seen.items()} == table["status"].to_dict()
+    assert "not its folder's" in seen[ids[1]]["message"]
+
+
 # --------------------------------------------------------------------------- disk full, unwritable
 
 @pytest.fixture
@@ -419,6 +453,27 @@ def test_out_that_is_a_file(tmp_path, capsys):
     assert rc == 2 and "is a file; give a directory" in err
 
 
+def test_site_never_written_onto_its_inputs(tmp_path, capsys):
+    from report.build import main as build_main
+
+    sweep_dir = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    aggregate.main([str(sweep_dir)])
+    before = sorted(tmp_path.rglob("*"))
+    for out, why in [(sweep_dir, "is the input"), (sweep_dir.parent, "or a directory above it"), (Path("/"), "above"),
+                     (sweep_dir / "points", "holds records")]:
+        rc, err = _cli(capsys, build_main, str(sweep_dir), "--out", str(out))
+        assert rc == 2 and why in err, err
+    rc, err = _cli(capsys, build_main, str(tmp_path / "runs" / "s" / "results.parquet"), "--out", str(tmp_path / "runs"))
+    assert rc == 2 and "above" in err
+    other = tmp_path / "other"
+    records.write_record(records.record_path(other / "points", "bbbbbbbbbbbb"), _record("ok", pid="bbbbbbbbbbbb"))
+    rc, err = _cli(capsys, build_main, str(sweep_dir), "--out", str(other))
+    assert rc == 2 and "holds records" in err
+    assert sorted(tmp_path.rglob("*")) == sorted([*before, *other.rglob("*"), other]) and not Path("/index.html").exists()
+    assert build_main([str(sweep_dir), "--out", str(sweep_dir / "site")]) == 0   # where the sweep puts it
+
+
 def test_empty_input_is_an_error_unless_allowed(tmp_path, capsys):
     from report.build import main as build_main
 
@@ -462,6 +517,25 @@ def test_publish_onto_its_own_site(tmp_path, capsys):
         assert rc == 2 and "is the site" in err, err
     assert publish_main([str(site), str(tmp_path / "www")]) == 0
     assert stat.S_IMODE((tmp_path / "www" / "index.html").stat().st_mode) == 0o666 & ~_umask()
+
+
+@pytest.mark.parametrize("link", ["file", "dir"])
+def test_publish_copies_regular_files_only(tmp_path, capsys, link):
+    from report.publish import main as publish_main
+
+    site = tmp_path / "site"
+    (site / "data").mkdir(parents=True)
+    (site / "index.html").write_text("<p>x</p>")
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "shadow").write_text("root:hash")
+    if link == "file":
+        (site / "data" / "leak.txt").symlink_to(secret / "shadow")
+    else:
+        (site / "data" / "leak").symlink_to(secret)
+    rc, err = _cli(capsys, publish_main, str(site), str(tmp_path / "www"))
+    assert rc == 2 and "is a symbolic link" in err and "regular files only" in err, err
+    assert not (tmp_path / "www").exists()
 
 
 def _umask() -> int:
