@@ -6,6 +6,7 @@ receives every point at once; without it, the overrides name one point.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,9 @@ def hydra_main() -> None:
         print(f"error: {why}", file=sys.stderr)
     if found:
         sys.exit(2)
+    # Ctrl-C interrupts whatever this process inherited (a script's `python -m jobs.sweep ... &` starts it with
+    # SIGINT ignored); a local run also takes SIGTERM and SIGHUP (jobs.schedulers.local.run)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")   # Hydra raises instead of printing and exiting 1
     try:
         main()

@@ -101,12 +101,12 @@ def test_typed_config(make_cfg, override, message):
     (["-m", "model=tiny-llama,../hardware/cpu"], "model='../hardware/cpu' is not a model config"),
     (["cluster=nonexistent"], "cluster='nonexistent' is not a cluster config; allowed: example-site, local, "),
     (["+experiment=nonexistent"], "experiment='nonexistent' is not a preset; allowed: llm-inference-bench, "),
-    (["sweep.name=café"], "'sweep.name=café' cannot be read (token recognition error at: 'é'); sweep.name must be "
-                          "one path component"),
-    (["cards=choice()"], "'cards=choice()' cannot be read (ValueError while evaluating 'choice()': empty choice is "
-                         "not legal); cards must be a whole number >= 1"),
-    (["workload=superres", "workload.shape=8x2"], "workload.shape is not a key of workload=superres (its keys: name, "
-                                                  "phase, "),
+    (["sweep.name=café"], ("'sweep.name=café' cannot be read (token recognition error at: 'é'); sweep.name must "
+                           "be one path component")),
+    (["cards=choice()"], ("'cards=choice()' cannot be read (ValueError while evaluating 'choice()': empty choice is "
+                          "not legal); cards must be a whole number >= 1")),
+    (["workload=superres", "workload.shape=8x2"], ("workload.shape is not a key of workload=superres (its keys: "
+                                                   "name, phase, ")),
     (["workload.shapes=8x2"], "workload.shapes is not a key of workload=inference (its keys: name, "),
     (["foo=1"], "foo is not a key of the config (its keys: cards, seed, "),
 ])
@@ -206,14 +206,20 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, str, float]:
+def _ignore_sigint() -> None:
+    """As a script's `python -m jobs.sweep ... &` (non-interactive shell) starts it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _interrupt_sweep(cwd: Path, sig: signal.Signals, inherited=_default_sigint) -> tuple[subprocess.Popen, str,
+                                                                                         float]:
     """Start a long one-point local sweep (under umask 000), send `sig` to the sweep process alone once its
     worker measures; returns (process, output, seconds until no worker was left)."""
     name = sig.name.lower()
     proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
                              "workload.output_tokens=64", f"sweep.name={name}", "sweep.report=false"], cwd=cwd,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            umask=0, preexec_fn=_default_sigint)  # noqa: PLW1509 (it only resets a signal)
+                            umask=0, preexec_fn=inherited)  # noqa: PLW1509 (it only sets a signal)
     worker = f"runs/{name}/submitit"
     deadline = time.monotonic() + 120
     while not any("accelsweep] point" in p.read_text() for p in (cwd / worker).glob("*/*_log.out")):
@@ -244,6 +250,72 @@ def test_interrupted_sweep_stops_its_workers(tmp_path, sig):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
     assert list(sweep_dir.rglob("*.pkl"))
+
+
+def _points(pids: list[str]) -> list[plan.Point]:
+    res = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
+                         gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
+                         account=None, qos=None)
+    return [plan.Point(point_id=pid, sweep="t", overrides=[f"seed={i}"], cfg={}, params=_spec(pid)["params"],
+                       command="c", resources=res) for i, pid in enumerate(pids)]
+
+
+def test_cancel_records_only_points_that_ran(tmp_path, monkeypatch):
+    """Interrupted while a shared worker runs its first of three points, which ends ok as the worker stops: the
+    two it never started get no record (none saying they ran); the sweep said '1 running, 2 not started'."""
+    from jobs.schedulers import local
+
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]
+
+    class Job:
+        job_id = "1"
+
+        def __init__(self, owner):
+            self.owner, self.polls = owner, 0
+
+        def done(self):
+            self.polls += 1
+            if self.polls == 2:
+                watchdog.stop(self.owner)     # as jobs.cancel from another shell
+            if watchdog.stopped(self.owner) and self.polls > 2:   # finishes the point it ran, starts no other
+                path = records.record_path(tmp_path / "points", ids[0])
+                if not path.exists():
+                    records.write_record(path, _record("ok", start=records.now(), pid=ids[0]))
+                return True
+            return False
+
+        def result(self):
+            return ["ok"]
+
+        def exception(self):
+            return None
+
+        def cancel(self):
+            pass
+
+        def stdout(self):
+            return ""
+
+        stderr = stdout
+
+    class Executor:
+        def submit(self, fn, specs, sweep_dir, owner, limit_s=None):
+            return Job(owner)
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+    with pytest.raises(KeyboardInterrupt):
+        local.run({"g": _points(ids)}, tmp_path, max_parallel=1)
+    found = {p.parent.name: json.loads(p.read_text())["status"] for p in (tmp_path / "points").glob("*/record.json")}
+    assert found == {ids[0]: "ok"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,inherited", [(signal.SIGINT, _ignore_sigint), (signal.SIGHUP, _default_sigint)])
+def test_sweep_takes_its_own_signals(tmp_path, sig, inherited):
+    """Started with SIGINT ignored (`cmd &` from a script), Ctrl-C still cancels it; so does a hangup."""
+    proc, out, _ = _interrupt_sweep(tmp_path, sig, inherited)
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/points/*/record.json")]
+    assert rec["status"] == "cancelled" and proc.returncode == 1 and "interrupted" in out, out
 
 
 def test_worker_watchdog_interrupts_when_its_sweep_stops(tmp_path):

@@ -260,7 +260,13 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 journal.set(w.points[blamed:blamed + 1], "pending")
                 queue.insert(0, (w.key, w.points[blamed:]))
 
-    previous = signal.getsignal(signal.SIGINT), signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    # Ctrl-C, SIGTERM and a hangup cancel the sweep, whatever this process inherited: a sweep started in the
+    # background by a script (`python -m jobs.sweep ... &`) has SIGINT ignored. A hangup that was ignored on
+    # purpose (nohup) stays ignored.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for sig, was in previous.items():
+        if sig != signal.SIGHUP or was != signal.SIG_IGN:
+            signal.signal(sig, signal.default_int_handler)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console(), transient=False) as progress:
@@ -279,6 +285,9 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
                 progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
                                        f"{pending()} not started")
+                # The point each worker runs now; one the worker reaches while it stops never started measuring
+                # (its worker writes a record itself if it did), so it gets no record saying it ran.
+                ran = {id(w): w.points[0] for w in running if w.points}
                 watchdog.stop(owner)   # each worker writes its `cancelled` record and exits
                 for wait_s, cancel in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
                     for w in running:
@@ -289,19 +298,19 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                         time.sleep(0.2)
                 for w in running:
                     recorded(w, progress)
-                    if w.points:
+                    if w.points and w.points[0] is ran.get(id(w)):
                         elapsed = time.monotonic() - w.t0
-                        done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed, cancelled=True), elapsed,
-                             progress)
-                journal.set([p for _, pts in queue for p in pts] + [p for w in running for p in w.points[1:]],
+                        point = w.points.pop(0)
+                        done(point, settle(w.job, point, sweep_dir, elapsed, cancelled=True), elapsed, progress)
+                journal.set([p for _, pts in queue for p in pts] + [p for w in running for p in w.points],
                             "cancelled")   # not started; they have no record
                 progress.update(bar, description=describe())
                 raise
     finally:
         journal.close()
         watchdog.release(owner)
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        for sig, was in previous.items():
+            signal.signal(sig, was)
     return status
 
 
