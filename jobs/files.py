@@ -57,6 +57,27 @@ def atomic(path: Path | str) -> Iterator[Path]:
         raise
 
 
+def atomic_job_files() -> None:
+    """Make submitit write its job pickles atomically (temp file beside it, fsync, rename), as every file here is:
+    its own dump opens the pickle in place, so a disk that fills mid-write leaves a truncated pickle under
+    submitit/ that it would unpickle later. Called before any executor submits; idempotent."""
+    from submitit.core import utils
+
+    if getattr(utils.cloudpickle_dump, "atomic", False):
+        return
+
+    def cloudpickle_dump(obj: object, filename: str | os.PathLike) -> None:
+        import pickle
+
+        import cloudpickle
+
+        with atomic(filename) as tmp, open(tmp, "wb") as fh:
+            cloudpickle.dump(obj, fh, pickle.HIGHEST_PROTOCOL)
+
+    cloudpickle_dump.atomic = True   # type: ignore[attr-defined]
+    utils.cloudpickle_dump = cloudpickle_dump
+
+
 def write_text(path: Path | str, text: str) -> Path:
     with atomic(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -496,6 +496,34 @@ def test_runs_dir_checked_up_front(tmp_path, monkeypatch):
         sweepdir.prepare(tmp_path / "ok")
 
 
+def test_job_file_written_whole_or_not_at_all(tmp_path):
+    """A disk that fills while submitit writes a job pickle (here: a file size limit of 4 KiB, as the truncated
+    4,096-byte pickle seen) leaves no truncated pickle that submitit would unpickle later."""
+    import resource
+
+    from jobs.schedulers import local
+
+    ex = local._executor(_points(["aaaaaaaaaaaa"])[0].resources, tmp_path / "submitit")
+    limits, xfsz = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, limits[1]))
+    try:
+        with pytest.raises(OSError, match=r"could not write .*\.pkl: File too large"):
+            ex.submit(len, b"x" * 100_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, xfsz)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_refused_runs_dir_leaves_no_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweepdir.shutil, "disk_usage", lambda p: type("U", (), {"free": 30 * 2**20})())
+    (tmp_path / "runs").mkdir()
+    for sweep_dir in (tmp_path / "runs" / "x", tmp_path / "new" / "runs" / "x"):
+        with pytest.raises(sweepdir.SweepDirError, match="only 30 MB free"):
+            sweepdir.prepare(sweep_dir)
+    assert [p.name for p in tmp_path.rglob("*")] == ["runs"]   # what was there stays
+
+
 def test_unwritable_runs_dir_is_a_message(tmp_path):
     (tmp_path / "runs").write_text("a file where the runs directory should be")
     proc = sweep(tmp_path, "-m", "cards=1")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs import records, watchdog
+from jobs import files, records, watchdog
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import failure_record, run_point, run_points
 from jobs.schedulers.base import ACTIVE, JobState, Outcome, Scheduler, Submission, group_label, job_name
@@ -30,6 +30,7 @@ def _executor(resources: Resources, folder: Path, points: int = 1):
     """A worker for `points` points: its time limit is theirs together (each point also has its own, run_points)."""
     import submitit
 
+    files.atomic_job_files()
     ex = submitit.LocalExecutor(folder=folder / "%j")
     ex.update_parameters(timeout_min=resources.time_min * points, tasks_per_node=resources.tasks_per_node,
                          nodes=1, gpus_per_node=resources.gpus_per_node)
