@@ -91,7 +91,7 @@ def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = F
     The check and the rename happen under a lock on the point's directory, so two writers cannot interleave."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        files.mkdirs(path.parent)
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError as exc:
         raise files.WriteFailed(exc.errno, exc.strerror or str(exc), str(path)) from None
@@ -256,11 +256,14 @@ def package_versions() -> dict[str, str | None]:
 def git_commit() -> str | None:
     """The commit of the accelsweep checkout this code runs from, '+dirty' if modified."""
     here = Path(__file__).resolve().parent
+    # Read only: without optional locks, `git status` does not refresh the index (which takes .git/index.lock
+    # and would collide with the user's own git commands in the checkout).
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
         sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
+                             timeout=10, check=True, env=env).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+                               capture_output=True, text=True, timeout=10, check=False, env=env).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return sha + ("+dirty" if dirty else "") if sha else None

@@ -145,7 +145,7 @@ def _write_schema(data_dir: Path) -> Path | None:
     schema = record_schema()
     if schema is None:
         return None
-    data_dir.mkdir(parents=True, exist_ok=True)
+    files.mkdirs(data_dir)
     path = data_dir / SCHEMA_FILE
     return files.write_text(path, json.dumps(schema, indent=2) + "\n")
 

@@ -26,7 +26,7 @@ def publish(site: Path | str, target: Path | str) -> Path:
         raise ValueError(f"the target {target} is the site {site} itself or inside it; publish somewhere else")
     found = site_files(src)
     for path in found:
-        files.copy_file(path, dst / path.relative_to(src))
+        files.copy_file(path, dst / path.relative_to(src), follow_dir=False)
     return target / "index.html"
 
 

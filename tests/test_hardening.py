@@ -661,6 +661,43 @@ def test_private_and_group_readable_modes(tmp_path):
         os.umask(old)
 
 
+def test_outputs_by_hand_follow_the_sweeps_mode(tmp_path):
+    """analysis.aggregate and report.build run by hand (umask 022) inside a private sweep directory write 0600
+    files and 0700 directories, as the sweep would; report.publish still writes with the user's umask."""
+    from report.build import main as build_main
+    from report.publish import main as publish_main
+
+    sweep_dir = tmp_path / "s"
+    old = os.umask(0o077)
+    try:
+        sweepdir.prepare(sweep_dir)
+        records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"),
+                             _record("ok", pid="aaaaaaaaaaaa"))
+        os.umask(0o022)
+        assert aggregate.main([str(sweep_dir)]) == 0
+        assert build_main([str(sweep_dir), "--out", str(sweep_dir / "site")]) == 0
+        for path in [sweep_dir / "results.parquet", *(sweep_dir / "site").rglob("*")]:
+            want = 0o700 if path.is_dir() else 0o600
+            assert stat.S_IMODE(path.stat().st_mode) == want, path
+        assert publish_main([str(sweep_dir / "site"), str(tmp_path / "www")]) == 0
+        assert stat.S_IMODE((tmp_path / "www" / "index.html").stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+
+
+def test_git_is_read_without_locks(monkeypatch):
+    """Every sweep reads the checkout's commit; `git status` must not take .git/index.lock from the user."""
+    seen = []
+    real = subprocess.run
+
+    def run(cmd, **kw):
+        seen.append((cmd, (kw.get("env") or os.environ).get("GIT_OPTIONAL_LOCKS")))
+        return real(cmd, **kw)
+    monkeypatch.setattr(records.subprocess, "run", run)
+    records.git_commit.__wrapped__()   # past its cache
+    assert [c[0][3] for c in seen] == ["rev-parse", "status"] and {c[1] for c in seen} == {"0"}
+
+
 def test_credentials_in_urls_and_names_are_redacted():
     env = {"HF_ENDPOINT": "https://user:pw@hf.example/x", "ACCELSWEEP_DB": "postgres://u:pw@db:5432/x",
            "ACCELSWEEP_DB_PASS_FILE": "/run/secret", "HF_MIRROR": "https://hf.example/x?token=abc&rev=1",
