@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from analysis.derived import add_derived
 from jobs import files, workloads
 from jobs.metrics import declared
-from jobs.records import RECORD_NAME, read_valid, record_stats
+from jobs.records import RECORD_NAME, read_point, record_stats
 
 STATS = ("p10", "p90", "p99", "n")
 ORDER = ("workload", "hardware", "model", "precision", "cards")   # then each workload's MetricSet.order
@@ -139,11 +139,13 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     cache_path = sweep / CACHE if sweep is not None else None
     cached = _read_cache(cache_path)
     if cached is not None:
-        keys = cached.select(list(_STAT)).to_pydict()
-        # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made the cache
+        keys = cached.select([*_STAT, "point_id"]).to_pydict()
+        # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made the cache;
+        # a row whose point_id is not its folder's (a cache of an older version) is read again (records.read_point)
         now = {_point(path): path for path in stat}
         paths = [now.get(_point(path)) for path in keys["_path"]]
-        keep = [p is not None and stat[p] == (n, t) for p, n, t in zip(paths, keys["_size"], keys["_mtime_ns"])]
+        keep = [p is not None and stat[p] == (n, t) and pid == _point(p)
+                for p, n, t, pid in zip(paths, keys["_size"], keys["_mtime_ns"], keys["point_id"])]
         changed = not all(keep)
         if changed:
             cached = cached.filter(pa.array(keep, type=pa.bool_()))
@@ -194,7 +196,7 @@ def _read_chunk(chunk: list[tuple[str, int, int]]) -> tuple[pa.Table | None, lis
     """(the flattened rows of the valid records among (path, size, mtime), the (path, why) of the others)."""
     rows, bad = [], []
     for path, size, mtime in chunk:
-        rec, why = read_valid(path)
+        rec, why = read_point(path)
         if rec is None:
             bad.append((path, why))
         else:
@@ -233,14 +235,14 @@ def cached_columns(sweep: Path, stats: dict[str, tuple[int, int]], columns: list
     """Point id -> the values of `columns` (None where absent) in the sweep's aggregate cache, for the record
     files whose size and mtime (jobs.records.record_stats) are those the cache was made from; other points
     (new, changed, invalid, or no cache yet) are left out."""
-    table = _read_cache(Path(sweep) / CACHE, columns)
+    table = _read_cache(Path(sweep) / CACHE, ["point_id", *columns])
     if table is None:
         return {}
     data = table.to_pydict()
     out = {}
     for i, (path, size, mtime) in enumerate(zip(data["_path"], data["_size"], data["_mtime_ns"])):
         pid = _point(path)
-        if stats.get(pid) == (size, mtime):
+        if stats.get(pid) == (size, mtime) and data["point_id"][i] == pid:
             out[pid] = tuple(data[c][i] if c in data else None for c in columns)
     return out
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from jobs import noise
 
-NAME_RULE = "one path component of letters, digits, '.', '_' and '-' that starts with a letter or digit"
+NAME_RULE = ("one path component of at most 128 letters, digits, '.', '_' and '-' that starts with a letter or "
+             "digit")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -80,8 +81,8 @@ class Key:
                  "list": "lists", "any": "values"} if plural else
                 {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "a string",
                  "list": "a list", "any": "a value"})[self.kind]
-        rng = [f">= {self.min:g}"] if self.min is not None else []
-        rng += [f"<= {self.max:g}"] if self.max is not None else []
+        rng = [f">= {_num(self.min)}"] if self.min is not None else []
+        rng += [f"<= {_num(self.max)}"] if self.max is not None else []
         return what + (" " + " and ".join(rng) if rng else "")
 
     def _allowed(self) -> str:
@@ -94,6 +95,10 @@ class Key:
             item = self.items
             what += " of " + (" \\| ".join(map(str, item.choices)) if item.choices else item._what(plural=True))
         return what + (" or null" if self.null else "")
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,7 @@ SLURM = {"cluster": Str(null=True), "partition": Str(null=True),
 
 SCHEMA: dict[str, Any] = {
     "cards": Int(min=1),
-    "seed": Int(min=0),
+    "seed": Int(min=0, max=2**31 - 1),   # torch, numpy and vLLM seed from it (numpy: below 2**32, with offsets)
     "isolation": Str(choices=("group", "process")),   # jobs.schedulers.local: a worker per model group, or per point
     "energy": Str(),                      # the meter names are checked by plan.check_point
     "device_override": Str(null=True, choices=DEVICES),

@@ -30,19 +30,43 @@ def _umask() -> int:
     return mask
 
 
+def mkdirs(path: Path | str, follow_dir: bool = True) -> None:
+    """Create `path` and its missing parents; with `follow_dir` each new one no more open than its parent."""
+    path = Path(path)
+    if follow_dir:
+        missing = []
+        for d in (path, *path.parents):
+            if d.is_dir():
+                break
+            missing.append(d)
+        for d in reversed(missing):
+            d.mkdir(exist_ok=True)
+            os.chmod(d, 0o777 & ~_umask() & os.stat(d.parent).st_mode)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+def mode_in(directory: Path | str, follow_dir: bool = True) -> int:
+    """The mode of a new file in `directory`: what a plain open() gives under the umask, and (`follow_dir`) no
+    more open than the directory itself, so a file any command writes in a private sweep directory (0700; 0750
+    with sweep.group_readable) is 0600 (0640) whatever the shell's umask (report.publish does not follow: a
+    served site must be readable)."""
+    mode = 0o666 & ~_umask()
+    return mode & os.stat(directory).st_mode if follow_dir else mode
+
+
 @contextmanager
-def atomic(path: Path | str) -> Iterator[Path]:
-    """Yield a temp path beside `path` to write; once the block succeeds it replaces `path`."""
+def atomic(path: Path | str, *, follow_dir: bool = True) -> Iterator[Path]:
+    """Yield a temp path beside `path` to write; once the block succeeds it replaces `path` (its mode: mode_in)."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        mkdirs(path.parent, follow_dir)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
     except OSError as exc:
         raise _failed(path, exc) from None
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp makes 0600; give what a plain open() would
+        os.chmod(tmp, mode_in(path.parent, follow_dir))   # mkstemp makes 0600
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -57,14 +81,36 @@ def atomic(path: Path | str) -> Iterator[Path]:
         raise
 
 
+def atomic_job_files() -> None:
+    """Make submitit write its job pickles atomically (temp file beside it, fsync, rename), as every file here is:
+    its own dump opens the pickle in place, so a disk that fills mid-write leaves a truncated pickle under
+    submitit/ that it would unpickle later. Called before any executor submits; idempotent."""
+    from submitit.core import utils
+
+    if getattr(utils.cloudpickle_dump, "atomic", False):
+        return
+
+    def cloudpickle_dump(obj: object, filename: str | os.PathLike) -> None:
+        import pickle
+
+        import cloudpickle
+
+        with atomic(filename) as tmp, open(tmp, "wb") as fh:
+            cloudpickle.dump(obj, fh, pickle.HIGHEST_PROTOCOL)
+
+    cloudpickle_dump.atomic = True   # type: ignore[attr-defined]
+    utils.cloudpickle_dump = cloudpickle_dump
+
+
 def write_text(path: Path | str, text: str) -> Path:
     with atomic(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 
 
-def copy_file(src: Path | str, dst: Path | str) -> Path:
-    """Copy the bytes of `src` to `dst` atomically (permissions from the umask, not from `src`)."""
-    with atomic(dst) as tmp:
+def copy_file(src: Path | str, dst: Path | str, *, follow_dir: bool = True) -> Path:
+    """Copy the bytes of `src` to `dst` atomically (permissions from the umask and the directory, not from
+    `src`)."""
+    with atomic(dst, follow_dir=follow_dir) as tmp:
         shutil.copyfile(src, tmp)
     return Path(dst)

@@ -161,7 +161,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
     start = records.now()
     cfg = spec["cfg"]
     point_dir = Path(sweep_dir) / "points" / spec["point_id"]
-    point_dir.mkdir(parents=True, exist_ok=True)
+    files.mkdirs(point_dir)
     rank, world, local_rank, local_world, hosts = _job_env()
     device_kind = cfg.get("device_override") or cfg["hardware"]["device"]
     device = None

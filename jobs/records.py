@@ -91,7 +91,7 @@ def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = F
     The check and the rename happen under a lock on the point's directory, so two writers cannot interleave."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        files.mkdirs(path.parent)
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError as exc:
         raise files.WriteFailed(exc.errno, exc.strerror or str(exc), str(path)) from None
@@ -140,6 +140,33 @@ def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
         where = "/".join(map(str, exc.absolute_path)) or "the record"
         return None, f"does not follow the record schema at {where}: {exc.message[:300]}"
     return data, None
+
+
+def read_point(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
+    """The one judge of a point's record file (points/<id>/record.json): aggregate, resume (jobs.submit) and
+    jobs.status count a point as measured only by what this returns, so they agree. (record, None) if the file
+    follows the schema, its point_id is its folder's name (a record copied or moved into another point's folder
+    is not that point's) and it lies inside its sweep directory (a symbolic link leading out is not read); else
+    (None, why not). A file outside a points/ folder is only checked against the schema."""
+    path = str(path)
+    folder = os.path.dirname(path)
+    if os.path.basename(os.path.dirname(folder)) != "points":
+        return read_valid(path)
+    sweep = os.path.dirname(os.path.dirname(folder))
+    real = os.path.realpath(path)
+    if not real.startswith(_real(sweep) + os.sep):
+        return None, (f"leads out of its sweep directory (a link to {real}); records are read only from inside "
+                      "the sweep directory")
+    rec, why = read_valid(path)
+    if rec is not None and rec["point_id"] != os.path.basename(folder):
+        return None, (f"its point_id {rec['point_id']!r} is not its folder's ({os.path.basename(folder)!r}): a "
+                      "record copied or moved from another point's folder")
+    return rec, why
+
+
+@functools.lru_cache(maxsize=64)
+def _real(path: str) -> str:
+    return os.path.realpath(path)
 
 
 @functools.lru_cache(maxsize=1)
@@ -229,11 +256,14 @@ def package_versions() -> dict[str, str | None]:
 def git_commit() -> str | None:
     """The commit of the accelsweep checkout this code runs from, '+dirty' if modified."""
     here = Path(__file__).resolve().parent
+    # Read only: without optional locks, `git status` does not refresh the index (which takes .git/index.lock
+    # and would collide with the user's own git commands in the checkout).
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
         sha = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
+                             timeout=10, check=True, env=env).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+                               capture_output=True, text=True, timeout=10, check=False, env=env).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return sha + ("+dirty" if dirty else "") if sha else None

@@ -23,8 +23,9 @@ from jobs.manifest import Manifest
 from jobs.point import failure_record
 from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
-ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", "not submitted",
-         "unknown")
+INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
+ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", INVALID,
+         "not submitted", "unknown")
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
@@ -57,6 +58,8 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         elif sub.get("task"):
             state = job.get("state", "unknown")
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
+            if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
+                detail = f"{job['native']}: {job['reason']}"
             if state == "running" and current.get(sub["task"]) not in (None, pid):
                 state, detail = "pending", f"waits in array task {sub['task']} behind point {current[sub['task']]}"
             if state not in ("pending", "running") and rec is not None:
@@ -90,9 +93,13 @@ def _records(sweep_dir: Path, points: dict[str, Any]) -> dict[str, dict[str, Any
     for pid in points:
         if pid in cached:
             status, start, message = cached[pid]
-        elif pid in stats and (rec := records.read_record(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")):
-            status, start = rec["status"], (rec.get("provenance") or {}).get("start_time")
-            message = (rec.get("error") or {}).get("message")
+        elif pid in stats:   # the same judge as aggregate's and resume's (records.read_point)
+            rec, why = records.read_point(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")
+            if rec is None:
+                status, start, message = INVALID, None, f"record not used: {why}"
+            else:
+                status, start = rec["status"], (rec.get("provenance") or {}).get("start_time")
+                message = (rec.get("error") or {}).get("message")
         else:
             out[pid] = None
             continue
@@ -171,6 +178,9 @@ def job_states(manifest: Manifest, extra: tuple[str, ...] = (), points: bool = T
     return out
 
 
+TIMED_OUT_LOG = "this job is timed-out"   # submitit's log line when Slurm's time-limit signal came
+
+
 def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]:
     """Write a record for every point whose job ended without one; returns their ids."""
     manifest = manifest or Manifest.load(sweep_dir)
@@ -183,6 +193,8 @@ def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]
             job = {**job, "state": "timeout"}
         sched = _scheduler(row["kind"])
         tail = "\n".join(_tail(p) for p in sched.log_paths(sweep_dir, row["job"]))
+        if job["state"] in ("failed", "cancelled") and TIMED_OUT_LOG in tail:   # whatever it was doing then
+            job = {**job, "state": "timeout"}
         message = {"timeout": "killed at the job's time limit", "cancelled": "job cancelled or preempted",
                    "oom": "killed for exceeding its memory request"}.get(
             job["state"], "job ended without writing a record")
@@ -215,7 +227,7 @@ def summary_line(c: dict[str, int]) -> str:
     return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
 
 
-PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", "not submitted", "unknown")
+PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", INVALID, "not submitted", "unknown")
 
 
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -225,6 +237,20 @@ def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
         g = out.setdefault(r["group"], {})
         g[r["state"]] = g.get(r["state"], 0) + 1
     return out
+
+
+def pending_reasons(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Group -> why its pending points wait, as the scheduler says (Slurm: Priority, Resources, ReqNodeNotAvail,
+    UnavailableNodes:..., AssocGrpGRES, ...), with the count of points waiting for each reason."""
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["state"] == "pending":
+            job = r.get("job_state") or {}
+            why = job.get("reason") or ("behind another point of its array task" if job.get("state") == "running"
+                                        else "queued, no reason given")
+            reasons = out.setdefault(r["group"], {})
+            reasons[why] = reasons.get(why, 0) + 1
+    return {g: "; ".join(f"{why} ({n} point(s))" for why, n in sorted(c.items())) for g, c in out.items()}
 
 
 def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, first: int = 20) -> None:
@@ -244,6 +270,8 @@ def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, fi
     for name, c in sorted(by_group(rows).items()):
         groups.add_row(name, *(str(c.get(s, "")) for s in states))
     out.print(groups)
+    for name, why in sorted(pending_reasons(rows).items()):
+        out.print(f"pending in group {name}: {why}", markup=False, highlight=False)
     listed = rows if every else [r for r in rows if r["state"] in PROBLEMS]
     if not listed:
         return

@@ -22,7 +22,7 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool,
         if p.point_id in active:
             busy.append(p)
             continue
-        rec = None if force else records.read_valid(records.record_path(sweep_dir / "points", p.point_id))[0]
+        rec = None if force else records.read_point(records.record_path(sweep_dir / "points", p.point_id))[0]
         (measured if rec and rec["status"] == "ok" else todo).append(p)
     return todo, measured, busy
 

@@ -5,6 +5,8 @@ receives every point at once; without it, the overrides name one point.
 """
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -162,6 +164,30 @@ def main(cfg: DictConfig) -> None:
     run_or_exit([(list(HydraConfig.get().overrides.task), point_config(cfg))])
 
 
+def hydra_main() -> None:
+    """main(), with Hydra's own refusals (unknown config names, unreadable values, keys a config does not have)
+    given as the sweep's: `error:` lines naming the value and what is allowed, exit status 2 (jobs.overrides)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from jobs import overrides
+
+    found = overrides.problems(sys.argv[1:])
+    for why in found:
+        print(f"error: {why}", file=sys.stderr)
+    if found:
+        sys.exit(2)
+    # Ctrl-C interrupts whatever this process inherited (a script's `python -m jobs.sweep ... &` starts it with
+    # SIGINT ignored); a local run also takes SIGTERM and SIGHUP (jobs.schedulers.local.run)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")   # Hydra raises instead of printing and exiting 1
+    try:
+        main()
+    except (HydraException, OmegaConfBaseException) as exc:
+        print(f"error: {overrides.hydra_message(exc)}", file=sys.stderr)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     from jobs.cluster import with_default
 
@@ -170,4 +196,4 @@ if __name__ == "__main__":
         from jobs.catalogue import main as catalogue
 
         sys.exit(catalogue([]))
-    main()
+    hydra_main()

@@ -31,20 +31,31 @@ def private(group_readable: bool = False) -> int:
 
 
 def prepare(sweep_dir: Path, *, group_readable: bool = False) -> Path:
-    """Create `sweep_dir` with private permissions and check that it is writable and has room."""
+    """Create `sweep_dir` with private permissions and check that it is writable and has room; when it is not,
+    the directories this created are removed again (a refusal leaves nothing behind)."""
     mode = private(group_readable)
+    missing = [d for d in (sweep_dir, *sweep_dir.parents) if not d.exists()]
     try:
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        os.chmod(sweep_dir, mode)
-        with tempfile.TemporaryFile(dir=sweep_dir):
-            pass
-    except OSError as exc:
-        raise SweepDirError(f"cannot write to the sweep directory {sweep_dir}: {exc.strerror or exc}; "
-                            "choose another sweep.runs_dir") from None
-    free_mb = shutil.disk_usage(sweep_dir).free / 2**20
-    if free_mb < MIN_FREE_MB:
-        raise SweepDirError(f"only {free_mb:.0f} MB free under {sweep_dir} (a sweep needs at least {MIN_FREE_MB} MB "
-                            "for records, logs and the report); free some space or choose another sweep.runs_dir")
+        try:
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            os.chmod(sweep_dir, mode)
+            with tempfile.TemporaryFile(dir=sweep_dir):
+                pass
+        except OSError as exc:
+            raise SweepDirError(f"cannot write to the sweep directory {sweep_dir}: {exc.strerror or exc}; "
+                                "choose another sweep.runs_dir") from None
+        free_mb = shutil.disk_usage(sweep_dir).free / 2**20
+        if free_mb < MIN_FREE_MB:
+            raise SweepDirError(f"only {free_mb:.0f} MB free under {sweep_dir} (a sweep needs at least {MIN_FREE_MB} "
+                                "MB for records, logs and the report); free some space or choose another "
+                                "sweep.runs_dir")
+    except SweepDirError:
+        for d in missing:   # deepest first; only what is still empty
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        raise
     return sweep_dir
 
 

@@ -145,7 +145,7 @@ def _write_schema(data_dir: Path) -> Path | None:
     schema = record_schema()
     if schema is None:
         return None
-    data_dir.mkdir(parents=True, exist_ok=True)
+    files.mkdirs(data_dir)
     path = data_dir / SCHEMA_FILE
     return files.write_text(path, json.dumps(schema, indent=2) + "\n")
 
@@ -203,6 +203,26 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     return out / "index.html"
 
 
+def out_problem(out: Path, inputs: Iterable[Path | str]) -> str | None:
+    """Why the site may not be written into `out`, or None: never onto its inputs (an input directory or one of
+    its parents, `/` included) nor into a directory that holds records (a sweep directory, its points/, a runs
+    directory); a directory of its own inside a sweep directory (runs/<name>/site) is where the sweep puts it."""
+    where = out.resolve()
+    for given in inputs:
+        src = Path(given).resolve()
+        src = src.parent if src.is_file() else src
+        if where == src or where in src.parents:
+            return (f"--out {out} is the input {given}{' or a directory above it' if where != src else ''}; the "
+                    f"report would be written among its inputs: give a directory of its own (e.g. {src / 'site'})")
+    from jobs.records import RECORD_NAME
+
+    holds = [where / "manifest.json", where / "points", where / RECORD_NAME]
+    if any(p.exists() for p in holds) or (where.name == "points" and where.is_dir()) or \
+            next(where.glob(f"*/{RECORD_NAME}"), None) or next(where.glob("*/points"), None):
+        return f"--out {out} holds records (a sweep or runs directory, or points/); give a directory of its own"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m report.build", description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="*", default=["runs"],
@@ -223,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} is a file; give a directory")
+    if why := out_problem(args.out, [*args.inputs, *(args.baseline or [])]):
+        ap.error(why)
     try:
         table = load(args.inputs)
         baseline = load(args.baseline) if args.baseline else None

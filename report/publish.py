@@ -24,9 +24,32 @@ def publish(site: Path | str, target: Path | str) -> Path:
     src, dst = site.resolve(), target.resolve()
     if dst == src or src in dst.parents:
         raise ValueError(f"the target {target} is the site {site} itself or inside it; publish somewhere else")
-    for path in sorted(p for p in src.rglob("*") if p.is_file()):
-        files.copy_file(path, dst / path.relative_to(src))
+    found = site_files(src)
+    for path in found:
+        files.copy_file(path, dst / path.relative_to(src), follow_dir=False)
     return target / "index.html"
+
+
+def site_files(src: Path) -> list[Path]:
+    """Every file of the site, which must all be regular files: a symbolic link (site/data/x -> /etc/shadow)
+    would publish what it points to, and a link copied as a link would point outside the published copy; so
+    either refuses the whole site before anything is copied (ValueError)."""
+    import os
+    import stat
+
+    found = []
+    for root, dirs, names in os.walk(src):   # does not follow links to directories: they are among `dirs`
+        for name in sorted(dirs + names):
+            path = Path(root) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                raise ValueError(f"{path} is a symbolic link (to {os.readlink(path)}); a site holds regular files "
+                                 "only, and publishing copies nothing else: remove the link")
+            if stat.S_ISREG(mode):
+                found.append(path)
+            elif not stat.S_ISDIR(mode):
+                raise ValueError(f"{path} is not a regular file; a site holds regular files only")
+    return sorted(found)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Bad input and faults (issue 14): each test is one row of the README's "Bad input and faults" table."""
+"""Bad input and faults (issue 14): each test is one row of the "Bad input and faults" table (docs/explanation/faults.md)."""
 from __future__ import annotations
 
 import errno
@@ -82,6 +82,8 @@ def test_rejected_or_dry_sweep_writes_nothing(tmp_path):
     ("cluster.max_parallel=0", "cluster.max_parallel=0 must be a whole number >= 1"),
     ("seed=abc", "seed='abc' must be a whole number >= 0"),
     ("seed=1.5", "seed=1.5 must be a whole number >= 0"),
+    ("seed=1180591620717411303424", "seed=1180591620717411303424 must be a whole number >= 0 and <= 2147483647"),
+    ("sweep.name=" + "a" * 129, "must be one path component of at most 128 letters"),
     ("workload.batch_size=true", "workload.batch_size=True must be a whole number >= 1"),
     ("workload.vllm.gpu_memory_utilization=1.5", "must be a number >= 0.01 and <= 1"),
     ("device_override=tpu", "device_override='tpu' is not allowed; allowed: cuda, rocm, hpu, cpu"),
@@ -90,6 +92,46 @@ def test_rejected_or_dry_sweep_writes_nothing(tmp_path):
 def test_typed_config(make_cfg, override, message):
     found = problems(make_cfg, override)
     assert len(found) == 1 and message in found[0], found
+
+
+@pytest.mark.parametrize("args,message", [
+    (["hardware=nonexistent"], "hardware='nonexistent' is not a hardware config; allowed: a100, cpu, "),
+    (["model=../../etc"], "model='../../etc' is not a model config; allowed: gemma-2-27b, "),
+    (["model=../hardware/cpu"], "model='../hardware/cpu' is not a model config; allowed: "),
+    (["-m", "model=tiny-llama,../hardware/cpu"], "model='../hardware/cpu' is not a model config"),
+    (["cluster=nonexistent"], "cluster='nonexistent' is not a cluster config; allowed: example-site, local, "),
+    (["+experiment=nonexistent"], "experiment='nonexistent' is not a preset; allowed: llm-inference-bench, "),
+    (["sweep.name=café"], ("'sweep.name=café' cannot be read (token recognition error at: 'é'); sweep.name must "
+                           "be one path component")),
+    (["cards=choice()"], ("'cards=choice()' cannot be read (ValueError while evaluating 'choice()': empty choice is "
+                          "not legal); cards must be a whole number >= 1")),
+    (["workload=superres", "workload.shape=8x2"], ("workload.shape is not a key of workload=superres (its keys: "
+                                                   "name, phase, ")),
+    (["workload.shapes=8x2"], "workload.shapes is not a key of workload=inference (its keys: name, "),
+    (["foo=1"], "foo is not a key of the config (its keys: cards, seed, "),
+])
+def test_hydra_refusals_are_named(args, message):
+    """What Hydra would refuse with its own text and exit 1 is named before it composes (jobs.overrides)."""
+    from jobs import overrides
+
+    (why,) = overrides.problems(args)
+    assert why.startswith(message), why
+
+
+def test_hydra_refusals_exit_2(tmp_path):
+    """The command line: exit 2 and one error: line, from the checks and from Hydra's own exceptions alike."""
+    for args, message in [(["-m", "hardware=nonexistent"], "error: hardware='nonexistent' is not a hardware config"),
+                          (["model.config.x=2"], "error: Could not override 'model.config.x'")]:
+        proc = sweep(tmp_path, *args)
+        assert proc.returncode == 2 and proc.stderr.startswith(message), proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_default_workload_is_the_configs():
+    from jobs import overrides
+
+    assert "- workload: " + overrides.DEFAULT_WORKLOAD in (ROOT / "hydra_conf" / "config.yaml").read_text()
 
 
 def test_launcher_fast_path_values_are_validated():
@@ -164,14 +206,20 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _interrupt_sweep(cwd: Path, sig: signal.Signals) -> tuple[subprocess.Popen, str, float]:
+def _ignore_sigint() -> None:
+    """As a script's `python -m jobs.sweep ... &` (non-interactive shell) starts it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _interrupt_sweep(cwd: Path, sig: signal.Signals, inherited=_default_sigint) -> tuple[subprocess.Popen, str,
+                                                                                         float]:
     """Start a long one-point local sweep (under umask 000), send `sig` to the sweep process alone once its
     worker measures; returns (process, output, seconds until no worker was left)."""
     name = sig.name.lower()
     proc = subprocess.Popen([sys.executable, "-m", "jobs.sweep", "-m", "workload.repeats=500",
                              "workload.output_tokens=64", f"sweep.name={name}", "sweep.report=false"], cwd=cwd,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            umask=0, preexec_fn=_default_sigint)  # noqa: PLW1509 (it only resets a signal)
+                            umask=0, preexec_fn=inherited)  # noqa: PLW1509 (it only sets a signal)
     worker = f"runs/{name}/submitit"
     deadline = time.monotonic() + 120
     while not any("accelsweep] point" in p.read_text() for p in (cwd / worker).glob("*/*_log.out")):
@@ -202,6 +250,72 @@ def test_interrupted_sweep_stops_its_workers(tmp_path, sig):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
     assert list(sweep_dir.rglob("*.pkl"))
+
+
+def _points(pids: list[str]) -> list[plan.Point]:
+    res = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
+                         gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
+                         account=None, qos=None)
+    return [plan.Point(point_id=pid, sweep="t", overrides=[f"seed={i}"], cfg={}, params=_spec(pid)["params"],
+                       command="c", resources=res) for i, pid in enumerate(pids)]
+
+
+def test_cancel_records_only_points_that_ran(tmp_path, monkeypatch):
+    """Interrupted while a shared worker runs its first of three points, which ends ok as the worker stops: the
+    two it never started get no record (none saying they ran); the sweep said '1 running, 2 not started'."""
+    from jobs.schedulers import local
+
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]
+
+    class Job:
+        job_id = "1"
+
+        def __init__(self, owner):
+            self.owner, self.polls = owner, 0
+
+        def done(self):
+            self.polls += 1
+            if self.polls == 2:
+                watchdog.stop(self.owner)     # as jobs.cancel from another shell
+            if watchdog.stopped(self.owner) and self.polls > 2:   # finishes the point it ran, starts no other
+                path = records.record_path(tmp_path / "points", ids[0])
+                if not path.exists():
+                    records.write_record(path, _record("ok", start=records.now(), pid=ids[0]))
+                return True
+            return False
+
+        def result(self):
+            return ["ok"]
+
+        def exception(self):
+            return None
+
+        def cancel(self):
+            pass
+
+        def stdout(self):
+            return ""
+
+        stderr = stdout
+
+    class Executor:
+        def submit(self, fn, specs, sweep_dir, owner, limit_s=None):
+            return Job(owner)
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+    with pytest.raises(KeyboardInterrupt):
+        local.run({"g": _points(ids)}, tmp_path, max_parallel=1)
+    found = {p.parent.name: json.loads(p.read_text())["status"] for p in (tmp_path / "points").glob("*/record.json")}
+    assert found == {ids[0]: "ok"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,inherited", [(signal.SIGINT, _ignore_sigint), (signal.SIGHUP, _default_sigint)])
+def test_sweep_takes_its_own_signals(tmp_path, sig, inherited):
+    """Started with SIGINT ignored (`cmd &` from a script), Ctrl-C still cancels it; so does a hangup."""
+    proc, out, _ = _interrupt_sweep(tmp_path, sig, inherited)
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/points/*/record.json")]
+    assert rec["status"] == "cancelled" and proc.returncode == 1 and "interrupted" in out, out
 
 
 def test_worker_watchdog_interrupts_when_its_sweep_stops(tmp_path):
@@ -249,6 +363,40 @@ def test_invalid_ok_record_is_measured_again(tmp_path):
                          {"point_id": "bbbbbbbbbbbb", "status": "ok"})
     point = plan.Point(point_id="bbbbbbbbbbbb", sweep="t", overrides=[], cfg={}, params={}, command="")
     assert split_measured([point], tmp_path, force=False) == ([point], [], [])
+
+
+def test_records_are_only_what_they_claim_to_be(tmp_path, capsys):
+    """A record whose point_id is not its folder's (renamed, or copied into another point's folder), or a record
+    file that is a link out of the sweep directory, is not that point's: aggregate lists it `invalid`, resume
+    measures the point again and jobs.status says so; all three by records.read_point, so their counts agree."""
+    from jobs import status
+    from jobs.submit import split_measured
+
+    sweep_dir = tmp_path / "runs" / "s"
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
+    a = records.record_path(sweep_dir / "points", ids[0])
+    records.write_record(a, _record("ok", pid=ids[0]))
+    b = records.record_path(sweep_dir / "points", ids[1])       # a copy of a's record
+    b.parent.mkdir(parents=True)
+    b.write_bytes(a.read_bytes())
+    records.write_record(records.record_path(sweep_dir / "points", ids[2]), _record("ok", pid="ffffffffffff"))
+    outside = records.record_path(tmp_path / "elsewhere" / "points", ids[3])
+    records.write_record(outside, _record("ok", pid=ids[3]))
+    d = records.record_path(sweep_dir / "points", ids[3])
+    d.parent.mkdir(parents=True)
+    d.symlink_to(outside)
+    table = aggregate.aggregate([sweep_dir]).set_index("point_id")
+    err = capsys.readouterr().err
+    assert table["status"].to_dict() == {ids[0]: "ok", ids[1]: "invalid", ids[2]: "invalid", ids[3]: "invalid"}
+    assert f"its point_id '{ids[0]}' is not its folder's ('{ids[1]}')" in table.loc[ids[1], "error_message"]
+    assert "its point_id 'ffffffffffff' is not its folder's" in table.loc[ids[2], "error_message"]
+    assert "leads out of its sweep directory" in table.loc[ids[3], "error_message"] and "elsewhere" in err
+    pts = [plan.Point(point_id=pid, sweep="s", overrides=[], cfg={}, params={}, command="") for pid in ids]
+    todo, measured, _ = split_measured(pts, sweep_dir, force=False)
+    assert [p.point_id for p in measured] == [ids[0]] and [p.point_id for p in todo] == ids[1:]
+    seen = status._records(sweep_dir, dict.fromkeys(ids))
+    assert {pid: r["status"] for pid, r in seen.items()} == table["status"].to_dict()
+    assert "not its folder's" in seen[ids[1]]["message"]
 
 
 # --------------------------------------------------------------------------- disk full, unwritable
@@ -348,6 +496,34 @@ def test_runs_dir_checked_up_front(tmp_path, monkeypatch):
         sweepdir.prepare(tmp_path / "ok")
 
 
+def test_job_file_written_whole_or_not_at_all(tmp_path):
+    """A disk that fills while submitit writes a job pickle (here: a file size limit of 4 KiB, as the truncated
+    4,096-byte pickle seen) leaves no truncated pickle that submitit would unpickle later."""
+    import resource
+
+    from jobs.schedulers import local
+
+    ex = local._executor(_points(["aaaaaaaaaaaa"])[0].resources, tmp_path / "submitit")
+    limits, xfsz = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, limits[1]))
+    try:
+        with pytest.raises(OSError, match=r"could not write .*\.pkl: File too large"):
+            ex.submit(len, b"x" * 100_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, xfsz)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_refused_runs_dir_leaves_no_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweepdir.shutil, "disk_usage", lambda p: type("U", (), {"free": 30 * 2**20})())
+    (tmp_path / "runs").mkdir()
+    for sweep_dir in (tmp_path / "runs" / "x", tmp_path / "new" / "runs" / "x"):
+        with pytest.raises(sweepdir.SweepDirError, match="only 30 MB free"):
+            sweepdir.prepare(sweep_dir)
+    assert [p.name for p in tmp_path.rglob("*")] == ["runs"]   # what was there stays
+
+
 def test_unwritable_runs_dir_is_a_message(tmp_path):
     (tmp_path / "runs").write_text("a file where the runs directory should be")
     proc = sweep(tmp_path, "-m", "cards=1")
@@ -375,6 +551,27 @@ def test_out_that_is_a_file(tmp_path, capsys):
     aggregate.main([str(tmp_path)])
     rc, err = _cli(capsys, build_main, str(tmp_path), "--out", str(tmp_path / "out"))
     assert rc == 2 and "is a file; give a directory" in err
+
+
+def test_site_never_written_onto_its_inputs(tmp_path, capsys):
+    from report.build import main as build_main
+
+    sweep_dir = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    aggregate.main([str(sweep_dir)])
+    before = sorted(tmp_path.rglob("*"))
+    for out, why in [(sweep_dir, "is the input"), (sweep_dir.parent, "or a directory above it"), (Path("/"), "above"),
+                     (sweep_dir / "points", "holds records")]:
+        rc, err = _cli(capsys, build_main, str(sweep_dir), "--out", str(out))
+        assert rc == 2 and why in err, err
+    rc, err = _cli(capsys, build_main, str(tmp_path / "runs" / "s" / "results.parquet"), "--out", str(tmp_path / "runs"))
+    assert rc == 2 and "above" in err
+    other = tmp_path / "other"
+    records.write_record(records.record_path(other / "points", "bbbbbbbbbbbb"), _record("ok", pid="bbbbbbbbbbbb"))
+    rc, err = _cli(capsys, build_main, str(sweep_dir), "--out", str(other))
+    assert rc == 2 and "holds records" in err
+    assert sorted(tmp_path.rglob("*")) == sorted([*before, *other.rglob("*"), other]) and not Path("/index.html").exists()
+    assert build_main([str(sweep_dir), "--out", str(sweep_dir / "site")]) == 0   # where the sweep puts it
 
 
 def test_empty_input_is_an_error_unless_allowed(tmp_path, capsys):
@@ -422,6 +619,25 @@ def test_publish_onto_its_own_site(tmp_path, capsys):
     assert stat.S_IMODE((tmp_path / "www" / "index.html").stat().st_mode) == 0o666 & ~_umask()
 
 
+@pytest.mark.parametrize("link", ["file", "dir"])
+def test_publish_copies_regular_files_only(tmp_path, capsys, link):
+    from report.publish import main as publish_main
+
+    site = tmp_path / "site"
+    (site / "data").mkdir(parents=True)
+    (site / "index.html").write_text("<p>x</p>")
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "shadow").write_text("root:hash")
+    if link == "file":
+        (site / "data" / "leak.txt").symlink_to(secret / "shadow")
+    else:
+        (site / "data" / "leak").symlink_to(secret)
+    rc, err = _cli(capsys, publish_main, str(site), str(tmp_path / "www"))
+    assert rc == 2 and "is a symbolic link" in err and "regular files only" in err, err
+    assert not (tmp_path / "www").exists()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -443,6 +659,43 @@ def test_private_and_group_readable_modes(tmp_path):
         assert stat.S_IMODE((tmp_path / "shared" / "f").stat().st_mode) == 0o640
     finally:
         os.umask(old)
+
+
+def test_outputs_by_hand_follow_the_sweeps_mode(tmp_path):
+    """analysis.aggregate and report.build run by hand (umask 022) inside a private sweep directory write 0600
+    files and 0700 directories, as the sweep would; report.publish still writes with the user's umask."""
+    from report.build import main as build_main
+    from report.publish import main as publish_main
+
+    sweep_dir = tmp_path / "s"
+    old = os.umask(0o077)
+    try:
+        sweepdir.prepare(sweep_dir)
+        records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"),
+                             _record("ok", pid="aaaaaaaaaaaa"))
+        os.umask(0o022)
+        assert aggregate.main([str(sweep_dir)]) == 0
+        assert build_main([str(sweep_dir), "--out", str(sweep_dir / "site")]) == 0
+        for path in [sweep_dir / "results.parquet", *(sweep_dir / "site").rglob("*")]:
+            want = 0o700 if path.is_dir() else 0o600
+            assert stat.S_IMODE(path.stat().st_mode) == want, path
+        assert publish_main([str(sweep_dir / "site"), str(tmp_path / "www")]) == 0
+        assert stat.S_IMODE((tmp_path / "www" / "index.html").stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+
+
+def test_git_is_read_without_locks(monkeypatch):
+    """Every sweep reads the checkout's commit; `git status` must not take .git/index.lock from the user."""
+    seen = []
+    real = subprocess.run
+
+    def run(cmd, **kw):
+        seen.append((cmd, (kw.get("env") or os.environ).get("GIT_OPTIONAL_LOCKS")))
+        return real(cmd, **kw)
+    monkeypatch.setattr(records.subprocess, "run", run)
+    records.git_commit.__wrapped__()   # past its cache
+    assert [c[0][3] for c in seen] == ["rev-parse", "status"] and {c[1] for c in seen} == {"0"}
 
 
 def test_credentials_in_urls_and_names_are_redacted():

@@ -65,8 +65,8 @@ def test_aggregate_reads_only_new_or_changed_records(tmp_path, monkeypatch):
     first = agg.aggregate([sweep])
     assert (sweep / agg.CACHE).is_file()
     read = []
-    real = agg.read_valid
-    monkeypatch.setattr(agg, "read_valid", lambda p: (read.append(Path(p).parent.name), real(p))[1])
+    real = agg.read_point   # the one judge of a record file (jobs.records)
+    monkeypatch.setattr(agg, "read_point", lambda p: (read.append(Path(p).parent.name), real(p))[1])
     assert agg.aggregate([sweep]).equals(first) and read == []      # nothing changed: nothing read
     _write(sweep, n=6, failed={2})                                   # every file rewritten, one now failed
     (sweep / "points" / ids[5] / "record.json").unlink()             # and one gone
@@ -113,8 +113,8 @@ def test_status_reads_only_the_records_the_aggregate_cache_lacks(tmp_path, monke
     aggregate([sweep])
     _write(sweep, n=3, failed={0, 1})   # three records rewritten after the cache was made, one now failed
     read = []
-    real = records.read_record
-    monkeypatch.setattr(records, "read_record", lambda p: (read.append(Path(p).parent.name), real(p))[1])
+    real = records.read_point   # the one judge of a record file (aggregate, resume and status)
+    monkeypatch.setattr(records, "read_point", lambda p: (read.append(Path(p).parent.name), real(p))[1])
     after = [(r["point_id"], r["state"], r["detail"]) for r in status.point_states(sweep)]
     assert sorted(read) == sorted(ids[:3])   # the two unchanged records come from the cache
     assert after == [(before[0][0], "oom", "synthetic failure"), *before[1:]]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs import records, watchdog
+from jobs import files, records, watchdog
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import failure_record, run_point, run_points
 from jobs.schedulers.base import ACTIVE, JobState, Outcome, Scheduler, Submission, group_label, job_name
@@ -30,6 +30,7 @@ def _executor(resources: Resources, folder: Path, points: int = 1):
     """A worker for `points` points: its time limit is theirs together (each point also has its own, run_points)."""
     import submitit
 
+    files.atomic_job_files()
     ex = submitit.LocalExecutor(folder=folder / "%j")
     ex.update_parameters(timeout_min=resources.time_min * points, tasks_per_node=resources.tasks_per_node,
                          nodes=1, gpus_per_node=resources.gpus_per_node)
@@ -260,7 +261,13 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 journal.set(w.points[blamed:blamed + 1], "pending")
                 queue.insert(0, (w.key, w.points[blamed:]))
 
-    previous = signal.getsignal(signal.SIGINT), signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C
+    # Ctrl-C, SIGTERM and a hangup cancel the sweep, whatever this process inherited: a sweep started in the
+    # background by a script (`python -m jobs.sweep ... &`) has SIGINT ignored. A hangup that was ignored on
+    # purpose (nohup) stays ignored.
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for sig, was in previous.items():
+        if sig != signal.SIGHUP or was != signal.SIG_IGN:
+            signal.signal(sig, signal.default_int_handler)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console(), transient=False) as progress:
@@ -279,6 +286,9 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
                 progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
                                        f"{pending()} not started")
+                # The point each worker runs now; one the worker reaches while it stops never started measuring
+                # (its worker writes a record itself if it did), so it gets no record saying it ran.
+                ran = {id(w): w.points[0] for w in running if w.points}
                 watchdog.stop(owner)   # each worker writes its `cancelled` record and exits
                 for wait_s, cancel in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
                     for w in running:
@@ -289,19 +299,19 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                         time.sleep(0.2)
                 for w in running:
                     recorded(w, progress)
-                    if w.points:
+                    if w.points and w.points[0] is ran.get(id(w)):
                         elapsed = time.monotonic() - w.t0
-                        done(w.points[0], settle(w.job, w.points[0], sweep_dir, elapsed, cancelled=True), elapsed,
-                             progress)
-                journal.set([p for _, pts in queue for p in pts] + [p for w in running for p in w.points[1:]],
+                        point = w.points.pop(0)
+                        done(point, settle(w.job, point, sweep_dir, elapsed, cancelled=True), elapsed, progress)
+                journal.set([p for _, pts in queue for p in pts] + [p for w in running for p in w.points],
                             "cancelled")   # not started; they have no record
                 progress.update(bar, description=describe())
                 raise
     finally:
         journal.close()
         watchdog.release(owner)
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        for sig, was in previous.items():
+            signal.signal(sig, was)
     return status
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jobs import files
 from jobs.plan import Point, Resources, parse_duration, report_resources
 from jobs.schedulers import slurm_site
 from jobs.schedulers.base import ACTIVE, JobState, Limits, SchedulerError
@@ -326,6 +327,7 @@ def submit_group(fn, args: list[tuple], r: Resources, name: str, sweep_dir: Path
     import submitit
     from submitit.core.utils import FailedJobError, FailedSubmissionError
 
+    files.atomic_job_files()
     # A fresh executor per group: update_parameters cannot unset a parameter an earlier group set.
     ex = submitit.SlurmExecutor(folder=folder(sweep_dir), python=python_command(cluster, r.container),
                                 max_num_timeout=MAX_REQUEUES if hasattr(fn, "checkpoint") else 0)
