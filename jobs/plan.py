@@ -67,6 +67,7 @@ class Point:
     problems: list[str] = field(default_factory=list)
     elsewhere: str | None = None   # the cluster this point's hardware is on, when it is not this one
     submitted: str | None = None   # when this run submitted it (a record older than that is stale)
+    notes: list[str] = field(default_factory=list)   # what the plan decided that the user should know
 
     def spec(self) -> dict[str, Any]:
         """What travels to the compute node."""
@@ -211,6 +212,9 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     if typed:  # every other check relies on the types
         return Point(point_id=point_id(cfg), sweep=str(cfg["sweep"]["name"]), overrides=list(overrides), cfg=cfg,
                      params={}, command=rerun_command(list(overrides), str(cfg["sweep"]["name"])), problems=typed)
+    from jobs.models import adopt_checkpoint
+
+    cfg, notes = adopt_checkpoint(cfg, overrides)   # model.init=pretrained: the checkpoint's config.json wins
     try:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
@@ -224,7 +228,7 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     pid = point_id(cfg)
     point = Point(point_id=pid, sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg, params=params,
                   command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems,
-                  elsewhere=elsewhere)
+                  elsewhere=elsewhere, notes=notes)
     if not problems and elsewhere is None:
         try:
             point.resources = resources_for(cfg)
@@ -299,9 +303,9 @@ def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
 
     have = local_device_count(device)
     if have < cards:
-        return [f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
-                "(cluster=local runs points on this machine); run on a machine that has them, or set "
-                "device_override=cpu to exercise the pipeline on the CPU"]
+        return [(f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
+                 "(cluster=local runs points on this machine); run on a machine that has them, or set "
+                 "device_override=cpu to exercise the pipeline on the CPU")]
     return []
 
 

@@ -58,7 +58,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     queued = "" if sched.waits else f"{len(busy)} queued or running (skipped), "
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
           f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
-    for note in sorted({p.params["engine_note"] for p in points if p.params.get("engine_note")}):
+    notes = {p.params["engine_note"] for p in points if p.params.get("engine_note")}
+    for note in sorted(notes | {n for p in points for n in p.notes}):
         print(f"note: {note}", flush=True)
     if busy:
         shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
