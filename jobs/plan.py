@@ -189,6 +189,38 @@ def _cards_per_rank(cfg: dict[str, Any]) -> int:
     return 1 if per_card else math.ceil(int(cfg["cards"]) / nodes_for(cfg))
 
 
+def host_memory_gb() -> float | None:
+    """This machine's memory in GB (MemTotal), or None where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:
+    """The memory one card of the device that actually runs the point has, and where that number comes from.
+
+    An accelerator: hardware.memory_gb. The CPU (hardware=cpu, or any hardware with device_override=cpu): on
+    cluster=local this machine's memory shared by the point's cards; on Slurm the site's mem_per_card_gb, else
+    unknown (None)."""
+    hw, cluster = cfg["hardware"], cfg["cluster"]
+    device = cfg.get("device_override") or hw["device"]
+    if device != "cpu":
+        return hw.get("memory_gb"), f"hardware.memory_gb of {hw['name']}"
+    where = "device_override=cpu: " if cfg.get("device_override") else ""
+    if cluster["kind"] == "local":
+        host = host_memory_gb()
+        cards = max(1, int(cfg["cards"]))
+        if host is None:
+            return None, "host memory unknown"
+        return host / cards, f"{where}this machine's {host:.1f} GB of memory shared by {cards} card(s)"
+    try:
+        per_card = site_slurm(cfg).get("mem_per_card_gb")
+    except (ValueError, KeyError):
+        per_card = None
+    return per_card, f"{where}the site's mem_per_card_gb" if per_card else "host memory of the compute node unknown"
+
+
 def rerun_command(overrides: list[str], sweep_name: str) -> str:
     keep = [o for o in overrides if not o.startswith(("sweep.name=", "force="))]
     return shlex.join(["python", "-m", "jobs.sweep", *keep, f"sweep.name={sweep_name}", "force=true"])
@@ -229,7 +261,15 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     point = Point(point_id=pid, sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg, params=params,
                   command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems,
                   elsewhere=elsewhere, notes=notes)
-    if not problems and elsewhere is None:
+    if not problems and elsewhere is None and params.get("mem_fits") is False \
+            and (cfg.get("device_override") or cfg["hardware"]["device"]) == "cpu" \
+            and not cfg["workload"].get("run_unfit"):
+        # on the CPU a model that does not fit swaps the machine to a halt: refuse it before anything is built
+        gb, source = card_memory_gb(cfg)
+        point.problems.append(f"model={params['model']} needs about {params['mem_estimate_gb']:.1f} GB per card "
+                              f"(estimate) but the CPU that runs it has {gb:.1f} GB per card ({source}); use a "
+                              "smaller model (e.g. model=tiny-llama) or fewer cards, or workload.run_unfit=true")
+    if not point.problems and elsewhere is None:
         try:
             point.resources = resources_for(cfg)
         except ValueError as exc:

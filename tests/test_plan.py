@@ -167,3 +167,22 @@ def test_per_hardware_is_validated(make_cfg, override, message):
     with pytest.raises(plan.SweepRejected) as err:
         plan.plan([([override], cfg)])
     assert err.value.problems[0][0] == "cluster" and message in err.value.problems[0][1]
+
+
+def test_memory_fit_is_checked_on_the_device_that_runs(make_cfg, monkeypatch):
+    """device_override=cpu: the 7B model must fit this machine's memory, not the named H100's (issue 26)."""
+    monkeypatch.setattr(plan, "host_memory_gb", lambda: 8.0)   # a laptop
+    override = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b",
+                                        "model.init=random", "precision=bf16"), [])
+    assert override.params["mem_fits"] is False and override.resources is None
+    [why] = override.problems
+    assert "model=llama-2-7b needs about 13.5 GB per card" in why and "has 8.0 GB per card" in why
+    assert "device_override=cpu: this machine's 8.0 GB" in why and "model=tiny-llama" in why
+    two = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b", "model.init=random",
+                                   "precision=bf16", "workload.run_unfit=true"), [])
+    assert two.problems == [] and two.params["mem_fits"] is False   # asked for: runs, still marked
+    # the named hardware's memory where it runs there (cluster=local would refuse the missing GPU, not the size)
+    named = make_cfg("hardware=h100", "model=llama-2-7b", "model.init=random", "precision=bf16")
+    assert plan.card_memory_gb(named) == (80, "hardware.memory_gb of h100")
+    tiny = plan.make_point(make_cfg("hardware=cpu", "cards=1"), [])
+    assert tiny.problems == [] and tiny.params["mem_fits"] is True
