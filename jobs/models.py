@@ -14,9 +14,9 @@ def adopt_checkpoint(cfg: dict[str, Any], overrides: list[str]) -> tuple[dict[st
 
     Returns the point config with `model.config` replaced by the checkpoint's config.json (architecture, vocabulary;
     the model file's values that disagree are named in the notes: the checkpoint wins; where none disagrees the
-    model file's block stays, so the point ids of the published models do not change), `model.params_b` computed
-    from it (null where the shape is not LLaMA-like: counted from the built model), and `model.name` the
-    directory's name unless the command sets model.name. Other configs come back unchanged, with no notes."""
+    model file's block and name stay, so the point ids of the published models do not change), `model.params_b`
+    computed from it (null where the shape is not LLaMA-like: counted from the built model), and `model.name`
+    the directory's name unless the command sets model.name or the model file describes the checkpoint. Other configs come back unchanged, with no notes."""
     model = cfg.get("model") or {}
     path = model.get("path")
     if model.get("init") != "pretrained" or not path or not (Path(path) / "config.json").is_file():
@@ -29,15 +29,16 @@ def adopt_checkpoint(cfg: dict[str, Any], overrides: list[str]) -> tuple[dict[st
         return cfg, []
     arch = {k: v for k, v in ckpt.items() if k not in _BOOKKEEPING and not k.startswith("_")}
     named = any(o.split("=", 1)[0].lstrip("+~") == "model.name" for o in overrides)
-    name = model["name"] if named else Path(path).resolve().name
     differ = [f"{k}: checkpoint {arch[k]!r}, model file {v!r}" for k, v in (model.get("config") or {}).items()
               if k in arch and arch[k] != v]
     notes = []
     if differ:
         notes.append(f"model.path={path}: the checkpoint's config.json disagrees with model={model['name']}'s config "
                      f"block ({'; '.join(differ)}); the checkpoint's values are used")
-    elif model.get("config", {}).get("model_type") == arch["model_type"]:
-        arch = model["config"]   # the model file describes this checkpoint: its block (and the point ids) stay
+    same = not differ and model.get("config", {}).get("model_type") == arch["model_type"]
+    if same:   # the model file describes this checkpoint: its block, its name and the point ids stay
+        arch = model["config"]
+    name = model["name"] if named or same else Path(path).resolve().name
     from jobs import model_math
 
     try:

@@ -22,14 +22,38 @@ from jobs.workloads import Ranks
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 
 
+SHOW_ALL = False   # jobs.sweep --all: every problem on its own line instead of grouped by reason
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 class SweepRejected(ValueError):
-    """Some points cannot run; nothing was submitted."""
+    """Some points cannot run; nothing was submitted.
+
+    The message groups the problems by reason (the same text up to its numbers), most frequent first, with how
+    many points each concerns and one example; with SHOW_ALL (jobs.sweep --all) every problem has its line."""
 
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
-        lines = [f"{len(problems)} problem(s) found; nothing was submitted:"]
-        lines += [f"  - {where}: {why}" for where, why in problems]
-        super().__init__("\n".join(lines))
+        super().__init__(f"{len(problems)} problem(s) found; nothing was submitted")
+
+    def __str__(self) -> str:
+        problems = self.problems
+        if SHOW_ALL:
+            return "\n".join([f"{len(problems)} problem(s) found; nothing was submitted:"]
+                             + [f"  - {where}: {why}" for where, why in problems])
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for where, why in problems:
+            groups.setdefault(_NUMBER.sub("#", why), []).append((where, why))
+        lines = [f"{len(problems)} problem(s) of {len(groups)} kind(s) found; nothing was submitted:"]
+        for members in sorted(groups.values(), key=len, reverse=True):
+            where, why = members[0]
+            if len(members) == 1:
+                lines.append(f"  - {where}: {why}")
+            else:
+                lines.append(f"  - {len(members)} points, e.g. {where}: {why}")
+        if len(groups) < len(problems):
+            lines.append("(one example of each; --all lists every problem)")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,9 @@ if __name__ == "__main__":
     from jobs.cluster import with_default
 
     sys.argv = with_default(sys.argv)   # the user's default site, unless the command names cluster=
+    if "--all" in sys.argv[1:]:   # a rejection lists every problem, not one example per reason
+        sys.argv.remove("--all")
+        plan.SHOW_ALL = True
     if {"--help", "-h"} & set(sys.argv[1:]):   # a readable catalogue instead of Hydra's dump (--hydra-help: Hydra's)
         from jobs.catalogue import main as catalogue
 

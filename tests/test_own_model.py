@@ -48,10 +48,11 @@ def test_agreeing_checkpoint_keeps_the_model_file_and_its_ids(make_cfg, tmp_path
 
     base = make_cfg("model=tiny-llama")
     import torch
-    build_causal_lm(base["model"], torch.float32, "cpu").save_pretrained(tmp_path / "tiny-llama")
-    cfg = make_cfg("model.init=pretrained", f"model.path={tmp_path / 'tiny-llama'}")
+    build_causal_lm(base["model"], torch.float32, "cpu").save_pretrained(tmp_path / "Tiny-Llama-ckpt")
+    cfg = make_cfg("model.init=pretrained", f"model.path={tmp_path / 'Tiny-Llama-ckpt'}")
     point = plan.make_point(cfg, [])
     assert point.notes == [] and point.cfg["model"]["config"] == base["model"]["config"]
+    assert point.params["model"] == "tiny-llama"   # it is that model: the published presets keep their names
     assert point.point_id == plan.point_id(cfg)
 
 

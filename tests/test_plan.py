@@ -151,14 +151,14 @@ def test_typed_gres_reaches_sbatch(make_cfg):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("++cluster.per_hardware.h1000.partition=x", "cluster.per_hardware.h1000: no hardware is called 'h1000'; "
-                                                 "hardware: a100, cpu, gaudi1, gaudi2, gaudi3"),
-    ("++cluster.per_hardware.h100.gress=gpu", "cluster.per_hardware.h100.gress is not a setting; allowed: "
-                                              "partition, gres, gpu_request, cpus_per_card"),
-    ("++cluster.per_hardware.h100.gpu_request=gpus", "cluster.per_hardware.h100.gpu_request='gpus'; allowed: "
-                                                     "gres, gpus_per_node, none"),
-    ("++cluster.per_hardware.h100.gres=gpu:h100:4", "cluster.per_hardware.h100.gres='gpu:h100:4' is not "
-                                                    "name[:type]"),
+    ("++cluster.per_hardware.h1000.partition=x", ("cluster.per_hardware.h1000: no hardware is called 'h1000'; "
+                                                 "hardware: a100, cpu, gaudi1, gaudi2, gaudi3")),
+    ("++cluster.per_hardware.h100.gress=gpu", ("cluster.per_hardware.h100.gress is not a setting; allowed: "
+                                              "partition, gres, gpu_request, cpus_per_card")),
+    ("++cluster.per_hardware.h100.gpu_request=gpus", ("cluster.per_hardware.h100.gpu_request='gpus'; allowed: "
+                                                     "gres, gpus_per_node, none")),
+    ("++cluster.per_hardware.h100.gres=gpu:h100:4", ("cluster.per_hardware.h100.gres='gpu:h100:4' is not "
+                                                    "name[:type]")),
     ("++cluster.per_hardware.h100.cpus_per_card=0", "cluster.per_hardware.h100.cpus_per_card=0 must be a whole"),
     ("++cluster.per_hardware.h100.time_limit=soon", "cluster.per_hardware.h100.time_limit: time limit 'soon'"),
 ])
@@ -186,3 +186,18 @@ def test_memory_fit_is_checked_on_the_device_that_runs(make_cfg, monkeypatch):
     assert plan.card_memory_gb(named) == (80, "hardware.memory_gb of h100")
     tiny = plan.make_point(make_cfg("hardware=cpu", "cards=1"), [])
     assert tiny.problems == [] and tiny.params["mem_fits"] is True
+
+
+def test_rejection_groups_problems_by_reason(make_cfg, monkeypatch):
+    """Many points with the same problem: one line per reason, with the count and one example (issue 26)."""
+    configs = [(o, make_cfg(*o)) for o in ([f"cards={n}"] for n in (62, 63, 64))] + [
+        (["workload.shape=12by4"], make_cfg("workload.shape=12by4"))]
+    with pytest.raises(plan.SweepRejected) as err:
+        plan.plan(configs)
+    lines = str(err.value).splitlines()
+    assert lines[0] == "4 problem(s) of 2 kind(s) found; nothing was submitted:"
+    assert lines[1].startswith("  - 3 points, e.g. cards=62: cards=62 on hardware=cpu runs 62 worker processes")
+    assert lines[2].startswith("  - workload.shape=12by4: workload.shape='12by4' is not") and "--all" in lines[3]
+    monkeypatch.setattr(plan, "SHOW_ALL", True)   # jobs.sweep --all
+    every = str(err.value).splitlines()
+    assert len(every) == 5 and every[3].startswith("  - cards=64: cards=64 on hardware=cpu")
