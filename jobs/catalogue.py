@@ -7,6 +7,7 @@ tables, and --keys-readme writes them into README.md (between its `<!-- keys: <w
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -76,6 +77,10 @@ def show(out=None) -> None:
     from jobs.progress import console as make_console
 
     console = out or make_console()
+    if out is None and not console.is_terminal:   # piped (| less, > file): the terminal's width, not a log's
+        from rich.console import Console
+
+        console = Console(width=int(os.environ.get("COLUMNS", "0") or 0) or 100)
     console.print("accelsweep: python -m jobs.sweep [-m] key=value ...\n", markup=False, highlight=False)
     console.print(USAGE + "\n", markup=False, highlight=False)
     for title, headers, rows in tables():

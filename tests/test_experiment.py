@@ -109,10 +109,11 @@ def test_help_is_the_catalogue(tmp_path):
     proc = _sweep(tmp_path, "--help", timeout=120)
     assert proc.returncode == 0, proc.stderr
     for text in ("Study presets", "+experiment=llm-inference-bench", "Workloads", "workload=inference",
-                 "throughput_out_tok_s (tokens/s)", "Hardware", "hardware=gaudi2", "Clusters", "cluster=localslurm",
+                 "throughput_out_tok_s", "(tokens/s)", "Hardware", "hardware=gaudi2", "Clusters", "cluster=localslurm",
                  "Models", "model=llama-3-70b"):
         assert text in proc.stdout, text
     assert "== Config ==" not in proc.stdout   # not Hydra's dump
+    assert max(len(line) for line in proc.stdout.splitlines()) <= int(os.environ.get("COLUMNS") or 100)   # piped
 
 
 def test_jobs_does_not_import_the_launcher():
