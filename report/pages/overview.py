@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
-from report import overrides
+from report import claims, overrides
 from report.charts import fmt_num
 from report.overrides import IN_FINDINGS
 from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
@@ -46,6 +46,11 @@ def _links() -> dict[str, Any]:
 
 def _interval(lo: Any, hi: Any) -> str:
     return f"95% interval {fmt_num(lo)}–{fmt_num(hi)}" if pd.notna(lo) and pd.notna(hi) else "no interval: no samples"
+
+
+def _n(value: Any) -> str:
+    """'n=6' (repeats of the measured point), or 'n unknown'."""
+    return f"n={int(value)}" if value is not None and pd.notna(value) else "n unknown"
 
 
 def _is_false(value: Any) -> bool:
@@ -128,17 +133,29 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
             x = pd.to_numeric(g[ms.throughput], errors="coerce") if ms.throughput in g else pd.Series(dtype=float)
             if not x.notna().any():
                 continue
-            best = g.loc[[x.idxmax()]]
+            t = ms.throughput
+            ranked = claims.frame(g, t, f"{t}_ci_lo", f"{t}_ci_hi", f"{t}_n")
+            r = claims.rank(ranked, unranked=claims.unranked(g, ms.unranked))
+            what = f"{ms.workload} configuration{software}"
+            if r.best is None:
+                items.append({"text": f"No fastest {what}: {r.why}.", "href": "#points"})
+                continue
+            best = g.loc[[r.best.name]]
             link = links.get(ms.workload)
+            href = link(best.iloc[0]) if link and "hardware" in best else "#points"
             config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
-            b = best.iloc[0]
-            spread = ""
-            if pd.notna(b.get(f"{ms.throughput}_ci_lo")):
-                spread = (f"; {_interval(b[f'{ms.throughput}_ci_lo'], b[f'{ms.throughput}_ci_hi'])}, "
-                          f"n={int(b[f'{ms.throughput}_n'])}" + (", unstable" if _is_false(b.get("stable")) else ""))
-            items.append({"text": f"Fastest {ms.workload} configuration{software}: {fmt_num(x.max())} "
-                                  f"{ms.main.unit} median {ms.main.title} ({config}{spread}).",
-                          "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
+            figure = f"{fmt_num(r.best['_value'])} {ms.main.unit} median {ms.main.title}"
+            spread = claims.spread_words(r.best)
+            if r.verdict == "clear":
+                text = f"Fastest {what}: {figure} ({config}; {spread})."
+            elif r.verdict == "no clear winner":
+                names = label(g, workload_fields(g, ms, CONFIG))
+                text = (f"No clear winner among the {ms.workload} configurations{software}: the highest median, "
+                        f"{figure} ({config}; {spread}), is within the spread of {len(r.close)} other(s): "
+                        f"{claims.close_words(r, names, ms.main.unit)}.")
+            else:
+                text = f"Fastest {what}, unconfirmed: {figure} ({config}; {spread}): {r.why}."
+            items.append({"text": text, "href": href})
         if differs := software_differs(whole, ms):
             items.append({"text": f"{differs[0].upper()}{differs[1:]} among the {ms.workload} points: the fastest "
                                   "configuration is given per value, and scaling efficiency and generation speedups "
@@ -150,7 +167,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         top = int(d["cards"].max())
         r = d[d["cards"].eq(top)].sort_values("eff", ascending=False, kind="stable").iloc[0]
         name = scaling.describe(kind)[0].lower()
-        spread = f"; {_interval(r['eff_lo'], r['eff_hi'])}" if pd.notna(r["eff_lo"]) else ""
+        spread = f"; {_interval(r['eff_lo'], r['eff_hi'])}" if pd.notna(r["eff_lo"]) else "; no interval"
+        spread += f", {_n(r.get('n'))}"
         items.append({"text": f"Best {name} efficiency at the largest card count ({top} cards): {fmt_num(r['eff'])} "
                               f"({r['workload']} · {r['hardware']} · {r['model']} · {r['series']}{spread}"
                               f"{_efficiency_claim(r)}).",
@@ -162,7 +180,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     pairs = speedup.pairs(table)
     if len(pairs):
         r = pairs.loc[pairs["speedup"].idxmax()]
-        spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else ""
+        spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else "; no interval"
+        spread += f", {_n(r.get('n'))}"
         items.append({"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}"
                               f"{spread}{_speedup_claim(r['lo'], r['hi'])}).",
                       "href": f"speedup.html#{speedup.chart_id(r['workload'], r['family'])}"})
