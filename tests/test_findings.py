@@ -133,3 +133,15 @@ def test_finetune_page_names_no_fastest_among_override_points():
     real = rows.assign(device_override=None, hardware=["gaudi3", "gaudi2", "gaudi1"])
     assert _fastest(real, ["hardware"]).startswith("fastest, unconfirmed: gaudi3 · none · 1 card")
     assert "n=3, no interval" in _fastest(real, ["hardware"])
+
+
+def test_points_measured_under_load_are_named():
+    quiet, busy = _row("a", 1, [100.0] * 6), _row("b", 1, [90.0] * 6)
+    quiet.update(cores_shared=False, other_on_cores_frac=0.01, load_avg_1m_end=0.5, host_cores=2)
+    busy.update(cores_shared=True, other_on_cores_frac=0.42, load_avg_1m_end=3.6, host_cores=2)
+    texts = [t for t in _texts([quiet, busy]) if "under load" in t]
+    assert texts == ["1 of 2 point(s) were measured under load: other processes used more than 10% of the cores "
+                     "they ran on; load average up to 3.6 on 2 core(s), so their timings include that contention "
+                     "(slower, noisier) and say less about the hardware: b · m · fp32 · 1 card · 8x8 · batch 1 "
+                     "(42 %)."]
+    assert not any("under load" in t for t in _texts([quiet]))

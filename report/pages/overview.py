@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
+from jobs.devices import SHARED_CORES_FRACTION
 from report import claims, overrides
 from report.charts import fmt_num
 from report.overrides import IN_FINDINGS
@@ -89,6 +90,32 @@ def _unstable(ok: pd.DataFrame) -> dict[str, Any] | None:
     return {"text": f"{len(bad)} of {len(ok)} point(s) did not reach the noise target (the interval of the "
                     f"median stayed wider than the target within the repeat or time budget), so their numbers "
                     f"and what is derived from them are uncertain: {'; '.join(names[:N_UNSTABLE])}{more}.",
+            "href": "#points"}
+
+
+SHARED = "cores_shared"   # info columns jobs.devices.HostLoad records: other processes on the point's cores
+OTHER, LOAD = "other_on_cores_frac", "load_avg_1m_end"
+
+
+def _under_load(ok: pd.DataFrame) -> dict[str, Any] | None:
+    """A finding naming the points that ran while other processes used their cores (jobs.devices.HostLoad)."""
+    if SHARED not in ok:
+        return None
+    bad = ok[ok[SHARED].eq(True)]
+    if bad.empty:
+        return None
+    names = []
+    for ms, g in by_workload(bad):
+        names += [f"{n} ({fmt_num(100 * float(o), 2)} %)" for n, o in
+                  zip(label(g, workload_fields(g, ms, CONFIG)), pd.to_numeric(g[OTHER], errors="coerce"))]
+    more = f" and {len(names) - N_UNSTABLE} more" if len(names) > N_UNSTABLE else ""
+    load = pd.to_numeric(bad[LOAD], errors="coerce").max() if LOAD in bad else float("nan")
+    cores = pd.to_numeric(bad["host_cores"], errors="coerce").max() if "host_cores" in bad else float("nan")
+    where = (f"; load average up to {fmt_num(load)} on {int(cores)} core(s)" if pd.notna(load) and pd.notna(cores)
+             else "")
+    return {"text": f"{len(bad)} of {len(ok)} point(s) were measured under load: other processes used more than "
+                    f"{SHARED_CORES_FRACTION:.0%} of the cores they ran on{where}, so their timings include that contention (slower, "
+                    f"noisier) and say less about the hardware: {'; '.join(names[:N_UNSTABLE])}{more}.",
             "href": "#points"}
 
 
@@ -190,6 +217,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
                       "href": "speedup.html"})
     if unstable := _unstable(ok):
         items.append(unstable)
+    if loaded := _under_load(ok):
+        items.append(loaded)
     if override:
         items.append(override)
     return items
@@ -215,12 +244,14 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
                    if c in table or (c == f"{t}{CI}" and f"{t}_ci_lo" in table)]
     if "stable" in table:
         spread.append(("stable", "stable", None, "flag"))
+    if OTHER in table:   # other processes' share of the point's cores while it ran (jobs.devices.HostLoad)
+        spread.append((OTHER, "other processes on its cores (%)", None, "pct"))
     out = [*params, ("status", "status", None, "status")]
     for m in metrics.values():
         if m.name in table:
             out.append((m.name, m.title, m.unit, "num"))
             out += [c for c in spread if c[0].startswith(f"{m.name}_")]
-    return out + [c for c in spread if c[0] == "stable"]
+    return out + [c for c in spread if c[0] in ("stable", OTHER)]
 
 
 CI = "_ci_text"   # suffix of the interval column the points table shows (built in context)
