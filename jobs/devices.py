@@ -80,7 +80,8 @@ class Device:
                 return f"habana-torch-plugin {version('habana-torch-plugin')}"
             except Exception:
                 return None
-        return f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"torch {torch.__version__} ({n} thread{'' if n == 1 else 's'})"
 
 
 def reset_host_peak() -> None:

@@ -289,10 +289,17 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
             and (cfg.get("device_override") or cfg["hardware"]["device"]) == "cpu" \
             and not cfg["workload"].get("run_unfit"):
         # on the CPU a model that does not fit swaps the machine to a halt: refuse it before anything is built
+        # (a dry run shows it, marked WILL NOT FIT, and says it would be refused)
         gb, source = card_memory_gb(cfg)
-        point.problems.append(f"model={params['model']} needs about {params['mem_estimate_gb']:.1f} GB per card "
-                              f"(estimate) but the CPU that runs it has {gb:.1f} GB per card ({source}); use a "
-                              "smaller model (e.g. model=tiny-llama) or fewer cards, or workload.run_unfit=true")
+        if cfg.get("dry_run"):
+            point.notes.append("points marked WILL NOT FIT run on the CPU, whose memory they exceed "
+                               f"({source.split(' shared by')[0]}); running them is refused before anything is "
+                               "built (workload.run_unfit=true runs them anyway)")
+        else:
+                point.problems.append(f"model={params['model']} needs about {params['mem_estimate_gb']:.1f} GB per "
+                                  f"card (estimate) but the CPU that runs it has {gb:.1f} GB per card ({source}); "
+                                  "use a smaller model (e.g. model=tiny-llama) or fewer cards, or "
+                                  "workload.run_unfit=true")
     if not point.problems and elsewhere is None:
         try:
             point.resources = resources_for(cfg)

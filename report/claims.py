@@ -31,6 +31,11 @@ def _has(value: Any) -> bool:
     return pd.notna(_num(value))
 
 
+def _unstable(value: Any) -> bool:
+    """Recorded as not stable (False, numpy's too); missing (None, NaN) is not."""
+    return value is not None and not (isinstance(value, float) and pd.isna(value)) and not bool(value)
+
+
 @dataclass
 class Ranking:
     verdict: str              # "clear" | "no clear winner" | "unconfirmed" | "not ranked"
@@ -47,7 +52,7 @@ def spread_words(row: pd.Series) -> str:
         text = f"95% interval {fmt_num(row['_lo'])}–{fmt_num(row['_hi'])}, {n_text}"
     else:
         text = f"{n_text}, no interval"
-    if row.get("_stable") is False:
+    if _unstable(row.get("_stable")):
         text += ", unstable"
     return text
 
@@ -61,8 +66,7 @@ def frame(rows: pd.DataFrame, value: str, lo: str | None = None, hi: str | None 
         return pd.Series(float("nan"), index=rows.index)
 
     st = rows[stable] if stable and stable in rows else pd.Series(None, index=rows.index, dtype=object)
-    flag = [False if (v is not None and not (isinstance(v, float) and pd.isna(v)) and not bool(v)) else None
-            for v in st]
+    flag = pd.Series([False if _unstable(v) else None for v in st], index=rows.index, dtype=object)
     return rows.assign(_value=col(value), _lo=col(lo), _hi=col(hi), _n=col(n), _stable=flag)
 
 
@@ -96,7 +100,7 @@ def rank(rows: pd.DataFrame, higher: bool = True, *, unranked: tuple[pd.Series, 
     if not len(rows):
         return Ranking("not ranked", None, "no value")
     best = rows.loc[rows["_value"].idxmax() if higher else rows["_value"].idxmin()]
-    if not (_has(best["_lo"]) and _has(best["_hi"])) or best["_stable"] is False:
+    if not (_has(best["_lo"]) and _has(best["_hi"])) or _unstable(best["_stable"]):
         what = "it has no interval" if not _has(best["_lo"]) else "it did not reach the noise target"
         return Ranking("unconfirmed", best, f"{what}, so the ranking is not supported by the numbers")
     others = rows.drop(index=best.name)

@@ -102,6 +102,8 @@ def test_fastest_only_where_the_intervals_support_it():
     shaky = _texts([_row("a", 1, [30.0, 235.0, 300.0], stable=False), _row("b", 1, [100.0] * 6)])[0]
     assert shaky.startswith("Fastest inference configuration, unconfirmed: 235 tokens/s") and "n=3" in shaky
     assert "unstable): it did not reach the noise target" in shaky
+    every = _texts([_row("a", 1, [90.0, 110.0] * 15, stable=False), _row("b", 1, [50.0] * 6, stable=False)])[0]
+    assert every.startswith("Fastest inference configuration, unconfirmed: 100 tokens/s")   # all unstable too
     bare = _row("a", 1, [200.0] * 3)
     bare.pop("throughput_out_tok_s_ci_lo"), bare.pop("throughput_out_tok_s_ci_hi")
     text = _texts([bare, _row("b", 1, [100.0] * 6)])[0]
@@ -140,8 +142,8 @@ def test_points_measured_under_load_are_named():
     quiet.update(cores_shared=False, other_on_cores_frac=0.01, load_avg_1m_end=0.5, host_cores=2)
     busy.update(cores_shared=True, other_on_cores_frac=0.42, load_avg_1m_end=3.6, host_cores=2)
     texts = [t for t in _texts([quiet, busy]) if "under load" in t]
-    assert texts == ["1 of 2 point(s) were measured under load: other processes used more than 10% of the cores "
+    assert texts == [("1 of 2 point(s) were measured under load: other processes used more than 10% of the cores "
                      "they ran on; load average up to 3.6 on 2 core(s), so their timings include that contention "
                      "(slower, noisier) and say less about the hardware: b · m · fp32 · 1 card · 8x8 · batch 1 "
-                     "(42 %)."]
+                     "(42 %).")]
     assert not any("under load" in t for t in _texts([quiet]))

@@ -181,6 +181,9 @@ def test_memory_fit_is_checked_on_the_device_that_runs(make_cfg, monkeypatch):
     two = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b", "model.init=random",
                                    "precision=bf16", "workload.run_unfit=true"), [])
     assert two.problems == [] and two.params["mem_fits"] is False   # asked for: runs, still marked
+    dry = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b", "model.init=random",
+                                   "precision=bf16", "dry_run=true"), [])   # shown, marked, and said to be refused
+    assert dry.problems == [] and dry.params["mem_fits"] is False and "running them is refused" in dry.notes[0]
     # the named hardware's memory where it runs there (cluster=local would refuse the missing GPU, not the size)
     named = make_cfg("hardware=h100", "model=llama-2-7b", "model.init=random", "precision=bf16")
     assert plan.card_memory_gb(named) == (80, "hardware.memory_gb of h100")
