@@ -91,6 +91,14 @@ def show(out=None) -> None:
             table.add_row(*r)
         console.print(table)
         console.print()
+    forms = [(p["file"], p["cpu_form"]) for p in experiment.presets() if p.get("cpu_form")]
+    if forms:
+        console.print("Each preset on a laptop CPU in a few minutes (it measures the CPU, not the study's hardware):",
+                      markup=False, highlight=False)
+        for name, form in forms:
+            console.print(f"  python -m jobs.sweep -m +experiment={name} {form}", markup=False, highlight=False,
+                          soft_wrap=True)
+        console.print()
     console.print("Metric definitions: README.md (Metrics), the report's Data page, or --metrics-markdown.",
                   markup=False, highlight=False)
 

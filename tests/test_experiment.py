@@ -113,7 +113,10 @@ def test_help_is_the_catalogue(tmp_path):
                  "Models", "model=llama-3-70b"):
         assert text in proc.stdout, text
     assert "== Config ==" not in proc.stdout   # not Hydra's dump
-    assert max(len(line) for line in proc.stdout.splitlines()) <= int(os.environ.get("COLUMNS") or 100)   # piped
+    # piped: the tables at a terminal's width, not a log's 250 (commands stay whole, to be copied)
+    tables = [line for line in proc.stdout.splitlines() if "│" in line or "┃" in line]
+    assert tables and max(map(len, tables)) <= int(os.environ.get("COLUMNS") or 100)
+    assert "python -m jobs.sweep -m +experiment=pearc26-sr3 workload=superres hardware=h100" in proc.stdout
 
 
 def test_jobs_does_not_import_the_launcher():

@@ -25,10 +25,8 @@ FIRST = ("precision",)   # series are precision · the workload's labels (its sc
 UNKNOWN = "unrecorded"
 # scaling mode -> (section title, what stays fixed as cards grow, the efficiency formula that then applies)
 KINDS = {
-    "strong": ("Strong scaling", "Total work fixed: the job's work (inference: batch_size) is split over the cards",
-               "T(1) / (N·T(N))"),
-    "weak": ("Weak scaling", "Work per card fixed: every card does the same work (inference: runs batch_size)",
-             "X(N) / (N·X(1))"),
+    "strong": ("Strong scaling", "Total work fixed: the job's {work} are split over the cards", "T(1) / (N·T(N))"),
+    "weak": ("Weak scaling", "Work per card fixed: every card processes the same number of {work}", "X(N) / (N·X(1))"),
 }
 NO_MULTI = ("No multi-card data: every successful point ran on one card, so there is no scaling efficiency to "
             "show. Sweep cards=1,2,4,… to get one.")
@@ -239,6 +237,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             ids = [chart_id(k, w, hw, m) for k, w, hw, m, _ in groups if k == kind and w == wl]
             if ids:
                 title, fixed, formula = describe(kind)
+                fixed = fixed.format(work=ms.work)   # the workload's unit of work, e.g. images
                 modes.append({"id": f"{anchor(wl)}-{section_id(kind)}", "title": title, "fixed": fixed,
                               "formula": formula, "ids": ids})
         sections.append({"id": f"workload-{anchor(wl)}", "workload": wl, "throughput": ms.throughput,
