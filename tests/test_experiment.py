@@ -195,3 +195,30 @@ def test_preset_jobs_cross_each_subgrid(capsys):
                    **{("mi300x", n): {16, 32, 64, 128, 256} for n in (2, 4, 8)}}
     # gh200: 2 models x 4 batches; mi300x: 5 models x 6 batches on 1 card, 4 models x 5 batches x 3 card counts
     assert len(jobs) == 2 * 4 + 5 * 6 + 4 * 5 * 3
+
+
+CPU_FORM_LIMIT_S = 600   # "a few minutes" on a shared 2-core machine (measured: 27 to 83 s; README, CPU forms)
+
+
+@pytest.mark.parametrize("preset", [p["file"] for p in experiment.presets()])
+def test_every_preset_has_a_cpu_form(preset):
+    form = next(p for p in experiment.presets() if p["file"] == preset).get("cpu_form")
+    assert form, preset
+    readme = (ROOT / "README.md").read_text()
+    assert f"| `{preset}` | `{form}` |" in readme   # documented as shipped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [p["file"] for p in experiment.presets()])
+def test_cpu_form_runs_in_minutes(preset, tmp_path):
+    import json
+    import time
+
+    form = next(p for p in experiment.presets() if p["file"] == preset)["cpu_form"]
+    t0 = time.monotonic()
+    proc = _sweep(tmp_path, "-m", f"+experiment={preset}", *form.split(), "sweep.name=cpu", timeout=CPU_FORM_LIMIT_S)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "cpu" / "points").glob("*/record.json")]
+    assert recs and {r["status"] for r in recs} == {"ok"}
+    assert (tmp_path / "runs" / "cpu" / "site" / "index.html").exists() and took < CPU_FORM_LIMIT_S
