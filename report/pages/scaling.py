@@ -17,7 +17,7 @@ from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (CONFIG, HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, fmt_num, interval_text,
                            limit_series, records, series_marks, series_note, series_stroke, to_spec)
-from report.pages import Page, by_workload, label, numeric, ok_rows, per_table, workload_fields
+from report.pages import Page, by_workload, label, legend_title, numeric, ok_rows, per_table, workload_fields
 
 EFF = SCALING_EFFICIENCY
 GOOD = 0.8
@@ -68,7 +68,7 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "eff_lo": numeric(ok, f"{EFF}_lo"), "eff_hi": numeric(ok, f"{EFF}_hi"),
         "n": numeric(ok, f"{ms.throughput}_n"), "threads": numeric(ok, "cpu_threads_per_rank"),
         "series": label(ok, fields).to_numpy() if fields else "all points",
-        "legend": " · ".join(fields) or "series"})
+        "legend": legend_title(fields)})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
     # An interval bound (or n) is unknown (NaN) where any (all) of the points lacks it.
     keys = ["workload", "hardware", "model", "kind", "series", "legend", "cards"]
