@@ -8,6 +8,7 @@ docs/reference/config.md between `<!-- keys: <workload> -->` markers).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -79,6 +80,10 @@ def show(out=None) -> None:
     from jobs.progress import console as make_console
 
     console = out or make_console()
+    if out is None and not console.is_terminal:   # piped (| less, > file): the terminal's width, not a log's
+        from rich.console import Console
+
+        console = Console(width=int(os.environ.get("COLUMNS", "0") or 0) or 100)
     console.print("accelsweep: python -m jobs.sweep [-m] key=value ...\n", markup=False, highlight=False)
     console.print(USAGE + "\n", markup=False, highlight=False)
     for title, headers, rows in tables():
@@ -88,6 +93,14 @@ def show(out=None) -> None:
         for r in rows:
             table.add_row(*r)
         console.print(table)
+        console.print()
+    forms = [(p["file"], p["cpu_form"]) for p in experiment.presets() if p.get("cpu_form")]
+    if forms:
+        console.print("Each preset on a laptop CPU in a few minutes (it measures the CPU, not the study's hardware):",
+                      markup=False, highlight=False)
+        for name, form in forms:
+            console.print(f"  python -m jobs.sweep -m +experiment={name} {form}", markup=False, highlight=False,
+                          soft_wrap=True)
         console.print()
     console.print("Metric definitions: docs/reference/metrics.md, the report's Data page, or --metrics-markdown.",
                   markup=False, highlight=False)

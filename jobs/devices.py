@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import time
 from dataclasses import dataclass
 
 
@@ -79,7 +80,8 @@ class Device:
                 return f"habana-torch-plugin {version('habana-torch-plugin')}"
             except Exception:
                 return None
-        return f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        return f"torch {torch.__version__} ({n} thread{'' if n == 1 else 's'})"
 
 
 def reset_host_peak() -> None:
@@ -200,3 +202,68 @@ def local_device_count(kind: str) -> int:
 
 def dist_backend(kind: str) -> str:
     return {"cpu": "gloo", "cuda": "nccl", "rocm": "nccl", "hpu": "hccl"}[kind]
+
+
+# Another process's share of the pinned cores' time above which a point is said to have run under load.
+SHARED_CORES_FRACTION = 0.10
+
+
+def _cpu_busy_ticks(cores: set[int]) -> int | None:
+    """Busy clock ticks (all but idle and iowait) of `cores` since boot, from /proc/stat; None off Linux."""
+    try:
+        with open("/proc/stat") as fh:
+            lines = [ln.split() for ln in fh if ln.startswith("cpu") and ln[3:4].isdigit()]
+    except OSError:
+        return None
+    total = 0
+    for parts in lines:
+        if int(parts[0][3:]) in cores:
+            v = [int(x) for x in parts[1:9]]   # user nice system idle iowait irq softirq steal
+            total += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+    return total
+
+
+def _own_ticks() -> int | None:
+    """CPU clock ticks of this process and its live descendants (an engine's own processes), from /proc."""
+    try:
+        stats = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    with open(f"/proc/{entry.name}/stat") as fh:
+                        text = fh.read()
+                except OSError:
+                    continue
+                fields = text[text.rindex(")") + 2:].split()   # after "pid (comm) "
+                stats[int(entry.name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))   # ppid, utime+stime
+    except (OSError, ValueError, IndexError):
+        return None
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo += [p for p, (ppid, _) in stats.items() if ppid == pid and p not in mine]
+    return sum(stats[p][1] for p in mine if p in stats)
+
+
+class HostLoad:
+    """The machine's load while a point ran: the load average at start and end, and the share of its cores'
+    time (the cores it may run on: the pinned ones) that other processes used (busy time of those cores less
+    this process tree's CPU time). start() before the run, stop() after it; stop() returns the record's info."""
+
+    def start(self) -> HostLoad:
+        self.cores = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+        self.load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        self.busy0, self.own0, self.t0 = _cpu_busy_ticks(self.cores), _own_ticks(), time.monotonic()
+        return self
+
+    def stop(self) -> dict:
+        load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        busy1, own1, wall = _cpu_busy_ticks(self.cores), _own_ticks(), time.monotonic() - self.t0
+        out = {"load_avg_1m_start": self.load0, "load_avg_1m_end": load1, "host_cores": os.cpu_count()}
+        if None in (busy1, own1, self.busy0, self.own0) or not self.cores or wall <= 0:
+            return {**out, "other_on_cores_frac": None, "cores_shared": None}
+        hz = os.sysconf("SC_CLK_TCK")
+        other = max(0.0, ((busy1 - self.busy0) - (own1 - self.own0)) / hz) / (wall * len(self.cores))
+        return {**out, "other_on_cores_frac": round(min(other, 1.0), 4),
+                "cores_shared": other > SHARED_CORES_FRACTION}

@@ -67,6 +67,9 @@ class MetricSet:
     # (parameter, word): labels show its value after the word ("batch 4", "engine vllm"); whole numbers as such.
     words: tuple[tuple[str, str], ...] = ()
     studies: tuple[Study, ...] = ()   # published studies its points are compared with (jobs.study)
+    # (parameter, value, why): points where the parameter has that value measured a speed that is not what the
+    # point names (quantize's apply=fake: the float model's speed); no "fastest" claim is made of them.
+    unranked: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self):
         names = [m.name for m in self.metrics]

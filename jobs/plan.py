@@ -22,14 +22,38 @@ from jobs.workloads import Ranks
 _DURATION = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
 
 
+SHOW_ALL = False   # jobs.sweep --all: every problem on its own line instead of grouped by reason
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 class SweepRejected(ValueError):
-    """Some points cannot run; nothing was submitted."""
+    """Some points cannot run; nothing was submitted.
+
+    The message groups the problems by reason (the same text up to its numbers), most frequent first, with how
+    many points each concerns and one example; with SHOW_ALL (jobs.sweep --all) every problem has its line."""
 
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
-        lines = [f"{len(problems)} problem(s) found; nothing was submitted:"]
-        lines += [f"  - {where}: {why}" for where, why in problems]
-        super().__init__("\n".join(lines))
+        super().__init__(f"{len(problems)} problem(s) found; nothing was submitted")
+
+    def __str__(self) -> str:
+        problems = self.problems
+        if SHOW_ALL:
+            return "\n".join([f"{len(problems)} problem(s) found; nothing was submitted:"]
+                             + [f"  - {where}: {why}" for where, why in problems])
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for where, why in problems:
+            groups.setdefault(_NUMBER.sub("#", why), []).append((where, why))
+        lines = [f"{len(problems)} problem(s) of {len(groups)} kind(s) found; nothing was submitted:"]
+        for members in sorted(groups.values(), key=len, reverse=True):
+            where, why = members[0]
+            if len(members) == 1:
+                lines.append(f"  - {where}: {why}")
+            else:
+                lines.append(f"  - {len(members)} points, e.g. {where}: {why}")
+        if len(groups) < len(problems):
+            lines.append("(one example of each; --all lists every problem)")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -67,6 +91,7 @@ class Point:
     problems: list[str] = field(default_factory=list)
     elsewhere: str | None = None   # the cluster this point's hardware is on, when it is not this one
     submitted: str | None = None   # when this run submitted it (a record older than that is stale)
+    notes: list[str] = field(default_factory=list)   # what the plan decided that the user should know
 
     def spec(self) -> dict[str, Any]:
         """What travels to the compute node."""
@@ -188,6 +213,38 @@ def _cards_per_rank(cfg: dict[str, Any]) -> int:
     return 1 if per_card else math.ceil(int(cfg["cards"]) / nodes_for(cfg))
 
 
+def host_memory_gb() -> float | None:
+    """This machine's memory in GB (MemTotal), or None where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:
+    """The memory one card of the device that actually runs the point has, and where that number comes from.
+
+    An accelerator: hardware.memory_gb. The CPU (hardware=cpu, or any hardware with device_override=cpu): on
+    cluster=local this machine's memory shared by the point's cards; on Slurm the site's mem_per_card_gb, else
+    unknown (None)."""
+    hw, cluster = cfg["hardware"], cfg["cluster"]
+    device = cfg.get("device_override") or hw["device"]
+    if device != "cpu":
+        return hw.get("memory_gb"), f"hardware.memory_gb of {hw['name']}"
+    where = "device_override=cpu: " if cfg.get("device_override") else ""
+    if cluster["kind"] == "local":
+        host = host_memory_gb()
+        cards = max(1, int(cfg["cards"]))
+        if host is None:
+            return None, "host memory unknown"
+        return host / cards, f"{where}this machine's {host:.1f} GB of memory shared by {cards} card(s)"
+    try:
+        per_card = site_slurm(cfg).get("mem_per_card_gb")
+    except (ValueError, KeyError):
+        per_card = None
+    return per_card, f"{where}the site's mem_per_card_gb" if per_card else "host memory of the compute node unknown"
+
+
 def rerun_command(overrides: list[str], sweep_name: str) -> str:
     keep = [o for o in overrides if not o.startswith(("sweep.name=", "force="))]
     return shlex.join(["python", "-m", "jobs.sweep", *keep, f"sweep.name={sweep_name}", "force=true"])
@@ -211,6 +268,9 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     if typed:  # every other check relies on the types
         return Point(point_id=point_id(cfg), sweep=str(cfg["sweep"]["name"]), overrides=list(overrides), cfg=cfg,
                      params={}, command=rerun_command(list(overrides), str(cfg["sweep"]["name"])), problems=typed)
+    from jobs.models import adopt_checkpoint
+
+    cfg, notes = adopt_checkpoint(cfg, overrides)   # model.init=pretrained: the checkpoint's config.json wins
     try:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
@@ -224,8 +284,23 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     pid = point_id(cfg)
     point = Point(point_id=pid, sweep=cfg["sweep"]["name"], overrides=list(overrides), cfg=cfg, params=params,
                   command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems,
-                  elsewhere=elsewhere)
-    if not problems and elsewhere is None:
+                  elsewhere=elsewhere, notes=notes)
+    if not problems and elsewhere is None and params.get("mem_fits") is False \
+            and (cfg.get("device_override") or cfg["hardware"]["device"]) == "cpu" \
+            and not cfg["workload"].get("run_unfit"):
+        # on the CPU a model that does not fit swaps the machine to a halt: refuse it before anything is built
+        # (a dry run shows it, marked WILL NOT FIT, and says it would be refused)
+        gb, source = card_memory_gb(cfg)
+        if cfg.get("dry_run"):
+            point.notes.append("points marked WILL NOT FIT run on the CPU, whose memory they exceed "
+                               f"({source.split(' shared by')[0]}); running them is refused before anything is "
+                               "built (workload.run_unfit=true runs them anyway)")
+        else:
+                point.problems.append(f"model={params['model']} needs about {params['mem_estimate_gb']:.1f} GB per "
+                                  f"card (estimate) but the CPU that runs it has {gb:.1f} GB per card ({source}); "
+                                  "use a smaller model (e.g. model=tiny-llama) or fewer cards, or "
+                                  "workload.run_unfit=true")
+    if not point.problems and elsewhere is None:
         try:
             point.resources = resources_for(cfg)
         except ValueError as exc:
@@ -299,9 +374,9 @@ def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
 
     have = local_device_count(device)
     if have < cards:
-        return [f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
-                "(cluster=local runs points on this machine); run on a machine that has them, or set "
-                "device_override=cpu to exercise the pipeline on the CPU"]
+        return [(f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
+                 "(cluster=local runs points on this machine); run on a machine that has them, or set "
+                 "device_override=cpu to exercise the pipeline on the CPU")]
     return []
 
 

@@ -1,4 +1,6 @@
-"""python -m jobs.status RUNS/SWEEP [--all] [--record]: counts per state and per group, the report job, problems.
+"""python -m jobs.status [RUNS/SWEEP] [--all] [--record]: counts per state and per group, the report job, problems.
+
+Without a sweep directory: the sweep started last under ./runs (the newest manifest), running or not.
 
 A point's state is its record's status when the record is newer than the
 point's latest submission; otherwise the scheduler's state of its job
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import records, schedulers
+from jobs.manifest import NAME as MANIFEST_NAME
 from jobs.manifest import Manifest
 from jobs.point import failure_record
 from jobs.schedulers.base import ACTIVE, JobState, Scheduler
@@ -286,12 +289,31 @@ def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, fi
     out.print(table)
 
 
+def latest_sweep(runs_dir: Path = Path("runs")) -> Path | None:
+    """The sweep directory under `runs_dir` whose manifest was written last (the sweep started last), or None."""
+    manifests = []
+    for m in runs_dir.glob(f"*/{MANIFEST_NAME}"):
+        try:
+            manifests.append((m.stat().st_mtime, m.parent))
+        except OSError:
+            continue
+    return max(manifests)[1] if manifests else None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m jobs.status", description=__doc__.split("\n\n")[0])
-    ap.add_argument("sweep_dir", type=Path, help="the sweep's directory, e.g. runs/default")
+    ap.add_argument("sweep_dir", type=Path, nargs="?",
+                    help="the sweep's directory, e.g. runs/default (default: the sweep started last under ./runs)")
     ap.add_argument("--record", action="store_true", help="write records for points whose job ended without one")
     ap.add_argument("--all", action="store_true", help="list every point, not only the first problems")
     args = ap.parse_args(argv)
+    if args.sweep_dir is None:
+        args.sweep_dir = latest_sweep()
+        if args.sweep_dir is None:
+            print(f"error: no sweep under {Path('runs').absolute()}; name one: python -m jobs.status RUNS/SWEEP",
+                  file=sys.stderr)
+            return 2
+        print(f"(the sweep started last: {args.sweep_dir})")
     manifest = Manifest.load_or_exit(args.sweep_dir)
     if args.record:
         written = record_ended(args.sweep_dir, manifest)

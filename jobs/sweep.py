@@ -60,7 +60,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     queued = "" if sched.waits else f"{len(busy)} queued or running (skipped), "
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
           f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
-    for note in sorted({p.params["engine_note"] for p in points if p.params.get("engine_note")}):
+    notes = {p.params["engine_note"] for p in points if p.params.get("engine_note")}
+    for note in sorted(notes | {n for p in points for n in p.notes}):
         print(f"note: {note}", flush=True)
     if busy:
         shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
@@ -192,6 +193,9 @@ if __name__ == "__main__":
     from jobs.cluster import with_default
 
     sys.argv = with_default(sys.argv)   # the user's default site, unless the command names cluster=
+    if "--all" in sys.argv[1:]:   # a rejection lists every problem, not one example per reason
+        sys.argv.remove("--all")
+        plan.SHOW_ALL = True
     if {"--help", "-h"} & set(sys.argv[1:]):   # a readable catalogue instead of Hydra's dump (--hydra-help: Hydra's)
         from jobs.catalogue import main as catalogue
 

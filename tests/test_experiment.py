@@ -83,7 +83,7 @@ def _sweep(tmp_path, *args, timeout=600):
 
 @pytest.mark.slow
 def test_preset_dry_run_shows_its_grid(tmp_path):
-    # On this machine: random weights instead of checkpoints, the CPU for the accelerators (documented in README).
+    # On this machine: random weights instead of checkpoints, the CPU for the accelerators (documented in docs/how-to/presets.md).
     proc = _sweep(tmp_path, "-m", "+experiment=llm-inference-bench", "hardware=h100", "model=llama-2-7b",
                   "model.init=random", "device_override=cpu", "workload.engine=hf", "cards=1", "dry_run=true")
     assert proc.returncode == 0, proc.stderr
@@ -109,10 +109,14 @@ def test_help_is_the_catalogue(tmp_path):
     proc = _sweep(tmp_path, "--help", timeout=120)
     assert proc.returncode == 0, proc.stderr
     for text in ("Study presets", "+experiment=llm-inference-bench", "Workloads", "workload=inference",
-                 "throughput_out_tok_s (tokens/s)", "Hardware", "hardware=gaudi2", "Clusters", "cluster=localslurm",
+                 "throughput_out_tok_s", "(tokens/s)", "Hardware", "hardware=gaudi2", "Clusters", "cluster=localslurm",
                  "Models", "model=llama-3-70b"):
         assert text in proc.stdout, text
     assert "== Config ==" not in proc.stdout   # not Hydra's dump
+    # piped: the tables at a terminal's width, not a log's 250 (commands stay whole, to be copied)
+    tables = [line for line in proc.stdout.splitlines() if "│" in line or "┃" in line]
+    assert tables and max(map(len, tables)) <= int(os.environ.get("COLUMNS") or 100)
+    assert "python -m jobs.sweep -m +experiment=pearc26-sr3 workload=superres hardware=h100" in proc.stdout
 
 
 def test_jobs_does_not_import_the_launcher():
@@ -191,3 +195,30 @@ def test_preset_jobs_cross_each_subgrid(capsys):
                    **{("mi300x", n): {16, 32, 64, 128, 256} for n in (2, 4, 8)}}
     # gh200: 2 models x 4 batches; mi300x: 5 models x 6 batches on 1 card, 4 models x 5 batches x 3 card counts
     assert len(jobs) == 2 * 4 + 5 * 6 + 4 * 5 * 3
+
+
+CPU_FORM_LIMIT_S = 600   # "a few minutes" on a shared 2-core machine (measured: 27 to 83 s; docs/how-to/presets.md)
+
+
+@pytest.mark.parametrize("preset", [p["file"] for p in experiment.presets()])
+def test_every_preset_has_a_cpu_form(preset):
+    form = next(p for p in experiment.presets() if p["file"] == preset).get("cpu_form")
+    assert form, preset
+    doc = (ROOT / "docs" / "how-to" / "presets.md").read_text()
+    assert f"| `{preset}` | `{form}` |" in doc   # documented as shipped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", [p["file"] for p in experiment.presets()])
+def test_cpu_form_runs_in_minutes(preset, tmp_path):
+    import json
+    import time
+
+    form = next(p for p in experiment.presets() if p["file"] == preset)["cpu_form"]
+    t0 = time.monotonic()
+    proc = _sweep(tmp_path, "-m", f"+experiment={preset}", *form.split(), "sweep.name=cpu", timeout=CPU_FORM_LIMIT_S)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "cpu" / "points").glob("*/record.json")]
+    assert recs and {r["status"] for r in recs} == {"ok"}
+    assert (tmp_path / "runs" / "cpu" / "site" / "index.html").exists() and took < CPU_FORM_LIMIT_S

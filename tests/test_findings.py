@@ -86,3 +86,64 @@ def test_a_sweep_of_override_points_only_says_why_nothing_is_headlined():
     assert texts[0] == "No headline findings: every successful point ran with device_override."
     assert "--include-overrides" in speedup.no_pairs(only)
     assert "--include-overrides" not in speedup.no_pairs(overrides.mark(_override_table().iloc[:1]))
+
+
+def test_fastest_only_where_the_intervals_support_it():
+    """Issue 26: a winner with its n and interval; "no clear winner" inside the spread; unstable or no interval:
+    marked unconfirmed."""
+    clear = _texts([_row("a", 1, [100.0] * 6), _row("b", 1, [50.0] * 6)])[0]
+    assert clear == ("Fastest inference configuration: 100 tokens/s median output throughput (a · m · fp32 · 1 card · "
+                     "8x8 · batch 1; 95% interval 100–100, n=6).")
+    close = _texts([_row("a", 1, [90.0, 110.0] * 3), _row("b", 1, [95.0] * 6), _row("c", 1, [10.0] * 6)])[0]
+    assert close.startswith("No clear winner among the inference configurations: the highest median, 100 tokens/s")
+    assert "(a · m · fp32 · 1 card · 8x8 · batch 1; 95% interval 90–110, n=6), is within the spread of 1 " \
+           "other(s): b · m · fp32 · 1 card · 8x8 · batch 1 (95 tokens/s; 95% interval 95–95, n=6)." in close
+    assert "c · m" not in close
+    shaky = _texts([_row("a", 1, [30.0, 235.0, 300.0], stable=False), _row("b", 1, [100.0] * 6)])[0]
+    assert shaky.startswith("Fastest inference configuration, unconfirmed: 235 tokens/s") and "n=3" in shaky
+    assert "unstable): it did not reach the noise target" in shaky
+    every = _texts([_row("a", 1, [90.0, 110.0] * 15, stable=False), _row("b", 1, [50.0] * 6, stable=False)])[0]
+    assert every.startswith("Fastest inference configuration, unconfirmed: 100 tokens/s")   # all unstable too
+    bare = _row("a", 1, [200.0] * 3)
+    bare.pop("throughput_out_tok_s_ci_lo"), bare.pop("throughput_out_tok_s_ci_hi")
+    text = _texts([bare, _row("b", 1, [100.0] * 6)])[0]
+    assert "unconfirmed: 200 tokens/s" in text and "n=3, no interval): it has no interval" in text
+
+
+def test_no_ranking_of_override_points_or_fake_quantized_speed():
+    from report import overrides
+
+    rows = [_row(hw, 1, [x] * 6) for hw, x in (("gaudi3", 75.4), ("gaudi2", 43.7), ("gaudi1", 29.5))]
+    for r in rows:
+        r["device_override"] = "cpu"
+    texts = [h["text"] for h in headlines(overrides.mark(add_derived(pd.DataFrame(rows)), include=True))]
+    assert texts[0].startswith("No fastest inference configuration: every point ran with device_override=cpu")
+    assert not any("Fastest" in t for t in texts)
+    quant = [{**_row("a", 1, [100.0] * 6), "workload": "quantize", "apply": "fake", "eval_tok_s": 100.0}]
+    texts = _texts(quant)
+    assert texts[0].startswith("No fastest quantize configuration: every point ran with fake quantization")
+
+
+def test_finetune_page_names_no_fastest_among_override_points():
+    """The fine-tuning page called gaudi3 "fastest" among three CPU runs under three names (issue 26)."""
+    from jobs.workloads.finetune.report import _fastest
+
+    rows = pd.DataFrame([{"hardware": f"{hw} (override: cpu)", "device_override": "cpu", "strategy": "none",
+                          "cards": 1, "train_tok_s": x, "time_to_budget_min": 1000 / x, "train_tok_s_n": 3}
+                         for hw, x in (("gaudi3", 75.4), ("gaudi2", 43.7), ("gaudi1", 29.5))])
+    assert _fastest(rows, ["hardware"]).startswith("no fastest configuration: every point ran with device_override")
+    real = rows.assign(device_override=None, hardware=["gaudi3", "gaudi2", "gaudi1"])
+    assert _fastest(real, ["hardware"]).startswith("fastest, unconfirmed: gaudi3 · none · 1 card")
+    assert "n=3, no interval" in _fastest(real, ["hardware"])
+
+
+def test_points_measured_under_load_are_named():
+    quiet, busy = _row("a", 1, [100.0] * 6), _row("b", 1, [90.0] * 6)
+    quiet.update(cores_shared=False, other_on_cores_frac=0.01, load_avg_1m_end=0.5, host_cores=2)
+    busy.update(cores_shared=True, other_on_cores_frac=0.42, load_avg_1m_end=3.6, host_cores=2)
+    texts = [t for t in _texts([quiet, busy]) if "under load" in t]
+    assert texts == [("1 of 2 point(s) were measured under load: other processes used more than 10% of the cores "
+                     "they ran on; load average up to 3.6 on 2 core(s), so their timings include that contention "
+                     "(slower, noisier) and say less about the hardware: b · m · fp32 · 1 card · 8x8 · batch 1 "
+                     "(42 %).")]
+    assert not any("under load" in t for t in _texts([quiet]))

@@ -37,12 +37,13 @@ def test_status_shows_a_running_local_point_and_cancel_stops_the_sweep(tmp_path)
     deadline = time.monotonic() + 180
     while True:   # the first point runs, the second waits for the one worker
         assert proc.poll() is None and time.monotonic() < deadline, "the point never showed as running"
-        shown = _cli(tmp_path, "jobs.status", str(sweep_dir), "--all") if (sweep_dir / "manifest.json").exists() \
-            else None
+        # no argument: the sweep started last, this running one
+        shown = _cli(tmp_path, "jobs.status", "--all") if (sweep_dir / "manifest.json").exists() else None
         if shown is not None and "running 1" in shown.stdout:
             break
         time.sleep(0.5)
     assert shown.returncode == 0 and "pending 1" in shown.stdout and "RUNNING" in shown.stdout, shown.stdout
+    assert "(the sweep started last: runs/slow)" in shown.stdout
     from jobs.submit import wait
 
     waited = {}
@@ -53,6 +54,7 @@ def test_status_shows_a_running_local_point_and_cancel_stops_the_sweep(tmp_path)
     out = proc.communicate(timeout=60)[0]   # cancel returns once the sweep has ended
     waiter.join(timeout=60)
     assert proc.returncode == 1 and "interrupted" in out and "Traceback" not in out, out
+    assert "[1/2] started   " in out   # without a terminal, a line when a point starts (the bar only at the end)
     assert waited == {"cancelled": 2}
     (rec,) = [json.loads(p.read_text()) for p in (sweep_dir / "points").glob("*/record.json")]
     assert rec["status"] == "cancelled" and "was interrupted or is gone" in rec["error"]["message"], rec["error"]
@@ -61,6 +63,23 @@ def test_status_shows_a_running_local_point_and_cancel_stops_the_sweep(tmp_path)
     after = _cli(tmp_path, "jobs.status", str(sweep_dir))
     assert "cancelled 2" in after.stdout, after.stdout
     assert "no queued or running jobs" in _cli(tmp_path, "jobs.cancel", str(sweep_dir)).stdout
+
+
+def test_status_without_argument_is_the_sweep_started_last(tmp_path, monkeypatch, capsys):
+    for name, age in (("older", 100), ("newer", 0)):
+        Manifest(tmp_path / "runs" / name).save()
+        t = time.time() - age
+        os.utime(tmp_path / "runs" / name / "manifest.json", (t, t))
+    monkeypatch.chdir(tmp_path)
+    assert status.latest_sweep() == Path("runs/newer")
+    assert status.main([]) == 0 and "(the sweep started last: runs/newer)" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path / "runs")
+    assert status.main([]) == 2 and "no sweep under" in capsys.readouterr().err
+
+
+def test_nothing_to_run_draws_no_bar(tmp_path, capsys):
+    assert local.run({}, tmp_path, max_parallel=1) == {}
+    assert capsys.readouterr().out == "" and not (tmp_path / "local").exists()
 
 
 def _points(make_cfg, n: int) -> list[Point]:

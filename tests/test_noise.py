@@ -1,4 +1,10 @@
 """The noise control (jobs.noise): the median's interval, the stopping rule on a fake clock, the record block."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from jobs import noise, records
@@ -76,7 +82,6 @@ def test_settings_from_config_repeats_is_the_minimum():
 
 def test_yaml_defaults_are_the_module_defaults():
     import yaml
-    from pathlib import Path
 
     wl = yaml.safe_load((Path(__file__).parents[1] / "hydra_conf/workload/inference.yaml").read_text())
     assert wl["noise"] == noise.DEFAULTS
@@ -105,3 +110,22 @@ def test_record_carries_the_noise_block_and_validates():
     assert (rec["noise"]["ci_lo"], rec["noise"]["ci_hi"]) == (10, 30)
     old = {k: v for k, v in rec.items() if k != "noise"}   # records from before noise control stay valid
     records.validate(old)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat") or not hasattr(os, "sched_setaffinity"), reason="Linux only")
+def test_host_load_sees_another_process_on_the_pinned_core():
+    """Issue 26: the record says whether other processes ran on the point's cores (here an orphaned busy loop,
+    not of this process tree, on the one core this process is pinned to)."""
+    code = """
+import json, os, subprocess, time
+from jobs.devices import HostLoad
+os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+subprocess.run(["sh", "-c", "timeout 4 sh -c 'while :; do :; done' >/dev/null 2>&1 &"], check=True)
+time.sleep(0.3)
+load = HostLoad().start(); time.sleep(1.5); print(json.dumps(load.stop()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    info = json.loads(out.stdout)
+    assert info["cores_shared"] is True and info["other_on_cores_frac"] >= 0.3, info
+    assert info["load_avg_1m_end"] >= 0 and info["host_cores"] == os.cpu_count()

@@ -151,14 +151,14 @@ def test_typed_gres_reaches_sbatch(make_cfg):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("++cluster.per_hardware.h1000.partition=x", "cluster.per_hardware.h1000: no hardware is called 'h1000'; "
-                                                 "hardware: a100, cpu, gaudi1, gaudi2, gaudi3"),
-    ("++cluster.per_hardware.h100.gress=gpu", "cluster.per_hardware.h100.gress is not a setting; allowed: "
-                                              "partition, gres, gpu_request, cpus_per_card"),
-    ("++cluster.per_hardware.h100.gpu_request=gpus", "cluster.per_hardware.h100.gpu_request='gpus'; allowed: "
-                                                     "gres, gpus_per_node, none"),
-    ("++cluster.per_hardware.h100.gres=gpu:h100:4", "cluster.per_hardware.h100.gres='gpu:h100:4' is not "
-                                                    "name[:type]"),
+    ("++cluster.per_hardware.h1000.partition=x", ("cluster.per_hardware.h1000: no hardware is called 'h1000'; "
+                                                 "hardware: a100, cpu, gaudi1, gaudi2, gaudi3")),
+    ("++cluster.per_hardware.h100.gress=gpu", ("cluster.per_hardware.h100.gress is not a setting; allowed: "
+                                              "partition, gres, gpu_request, cpus_per_card")),
+    ("++cluster.per_hardware.h100.gpu_request=gpus", ("cluster.per_hardware.h100.gpu_request='gpus'; allowed: "
+                                                     "gres, gpus_per_node, none")),
+    ("++cluster.per_hardware.h100.gres=gpu:h100:4", ("cluster.per_hardware.h100.gres='gpu:h100:4' is not "
+                                                    "name[:type]")),
     ("++cluster.per_hardware.h100.cpus_per_card=0", "cluster.per_hardware.h100.cpus_per_card=0 must be a whole"),
     ("++cluster.per_hardware.h100.time_limit=soon", "cluster.per_hardware.h100.time_limit: time limit 'soon'"),
 ])
@@ -167,3 +167,40 @@ def test_per_hardware_is_validated(make_cfg, override, message):
     with pytest.raises(plan.SweepRejected) as err:
         plan.plan([([override], cfg)])
     assert err.value.problems[0][0] == "cluster" and message in err.value.problems[0][1]
+
+
+def test_memory_fit_is_checked_on_the_device_that_runs(make_cfg, monkeypatch):
+    """device_override=cpu: the 7B model must fit this machine's memory, not the named H100's (issue 26)."""
+    monkeypatch.setattr(plan, "host_memory_gb", lambda: 8.0)   # a laptop
+    override = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b",
+                                        "model.init=random", "precision=bf16"), [])
+    assert override.params["mem_fits"] is False and override.resources is None
+    [why] = override.problems
+    assert "model=llama-2-7b needs about 13.5 GB per card" in why and "has 8.0 GB per card" in why
+    assert "device_override=cpu: this machine's 8.0 GB" in why and "model=tiny-llama" in why
+    two = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b", "model.init=random",
+                                   "precision=bf16", "workload.run_unfit=true"), [])
+    assert two.problems == [] and two.params["mem_fits"] is False   # asked for: runs, still marked
+    dry = plan.make_point(make_cfg("hardware=h100", "device_override=cpu", "model=llama-2-7b", "model.init=random",
+                                   "precision=bf16", "dry_run=true"), [])   # shown, marked, and said to be refused
+    assert dry.problems == [] and dry.params["mem_fits"] is False and "running them is refused" in dry.notes[0]
+    # the named hardware's memory where it runs there (cluster=local would refuse the missing GPU, not the size)
+    named = make_cfg("hardware=h100", "model=llama-2-7b", "model.init=random", "precision=bf16")
+    assert plan.card_memory_gb(named) == (80, "hardware.memory_gb of h100")
+    tiny = plan.make_point(make_cfg("hardware=cpu", "cards=1"), [])
+    assert tiny.problems == [] and tiny.params["mem_fits"] is True
+
+
+def test_rejection_groups_problems_by_reason(make_cfg, monkeypatch):
+    """Many points with the same problem: one line per reason, with the count and one example (issue 26)."""
+    configs = [(o, make_cfg(*o)) for o in ([f"cards={n}"] for n in (62, 63, 64))] + [
+        (["workload.shape=12by4"], make_cfg("workload.shape=12by4"))]
+    with pytest.raises(plan.SweepRejected) as err:
+        plan.plan(configs)
+    lines = str(err.value).splitlines()
+    assert lines[0] == "4 problem(s) of 2 kind(s) found; nothing was submitted:"
+    assert lines[1].startswith("  - 3 points, e.g. cards=62: cards=62 on hardware=cpu runs 62 worker processes")
+    assert lines[2].startswith("  - workload.shape=12by4: workload.shape='12by4' is not") and "--all" in lines[3]
+    monkeypatch.setattr(plan, "SHOW_ALL", True)   # jobs.sweep --all
+    every = str(err.value).splitlines()
+    assert len(every) == 5 and every[3].startswith("  - cards=64: cards=64 on hardware=cpu")

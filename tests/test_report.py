@@ -371,7 +371,10 @@ def test_scaling_page_keeps_strong_and_weak_apart(tmp_path, toy_workload):
     index = (site / "index.html").read_text()
     assert "Best strong scaling efficiency at the largest card count (4 cards): 0.625" in index
     assert "Best weak scaling efficiency at the largest card count (4 cards): 1 " in index
-    assert "Fastest toy configuration: 180 widgets/s median widget rate (h100 · tiny-llama · bf16 · 2 cards · large)." in index
+    # no interval in this fixture: the fastest is marked unconfirmed, with n (issue 26)
+    assert ("Fastest toy configuration, unconfirmed: 180 widgets/s median widget rate (h100 · tiny-llama · bf16 · "
+            "2 cards · large; n unknown, no interval): it has no interval") in index
+    assert "(4 cards): 0.625 (inference · h100 · tiny-llama · fp32 · 32x32 · batch 8; no interval, n=3)." in index
     assert f"scaling.html#{strong}" in _check_links(site, index)
 
 
@@ -390,23 +393,24 @@ def test_headline_findings_link_to_their_charts(table, tmp_path):
     site = build(table, tmp_path / "site").parent
     index = (site / "index.html").read_text()
     # the fixture mixes hf and vllm points: the best configuration is given per engine, and the mix is said
-    assert "Fastest inference configuration with engine vllm: 6,400 tokens/s median output throughput (h100 · " \
-           "llama-3-8b · bf16 · 1 card · 128x128 · batch 16)." in index
-    assert "Fastest inference configuration with engine hf: 3,360 tokens/s" in index
+    assert "Fastest inference configuration with engine vllm, unconfirmed: 6,400 tokens/s median output " \
+           "throughput (h100 · llama-3-8b · bf16 · 1 card · 128x128 · batch 16; n=3, no interval)" in index
+    assert "Fastest inference configuration with engine hf, unconfirmed: 3,360 tokens/s" in index
     assert "Engine differs: hf vs vllm among the inference points" in index
     links = _check_links(site, index)
     assert f"inference.html#{throughput_id('h100')}" in links and any(x.startswith("scaling.html#") for x in links)
     assert "No generation speedup" in index
     pair_site = build(_pair_table(), tmp_path / "pairs").parent
     pair_index = (pair_site / "index.html").read_text()
-    assert "Biggest generation speedup: 4× (a100 → h100, tiny-llama · fp32 · 1 card · 32x32 · batch 1)." in pair_index
+    assert "Biggest generation speedup: 4× (a100 → h100, tiny-llama · fp32 · 1 card · 32x32 · batch 1; no interval, " \
+           "n=" in pair_index
     assert any(x.startswith("speedup.html#") for x in _check_links(pair_site, pair_index))
 
 
 def test_overview_degenerate_tables_and_versions(table, tmp_path):
     one = table[table.point_id.eq("cpu-tiny-llama-fp32-c1-b1")]
     index = (build(one, tmp_path / "one").parent / "index.html").read_text()
-    assert "Fastest inference configuration: 100 tokens/s" in index
+    assert "Fastest inference configuration, unconfirmed: 100 tokens/s" in index
     assert "No scaling efficiency" in index and "No generation speedup" in index
     # hardware and software covered, from the provenance columns analysis.aggregate flattens
     assert "<th>torch</th><th>transformers</th>" in index and "<th>device</th>" in index

@@ -58,7 +58,8 @@ def test_bad_values_are_named(make_cfg, overrides, why):
 def test_bad_value_exits_2_with_the_reason(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "workload=superres", "workload.phase=tune",
-                           "dry_run=true"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                           "dry_run=true"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert proc.returncode == 2 and "workload.phase='tune' is not allowed" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -230,13 +231,45 @@ def test_report_page_shows_the_published_curves(tmp_path):
     assert "pearc26-sr3" in (site / "studies.html").read_text()
 
 
+def test_report_page_colours_styles_spread_and_superlinear(tmp_path):
+    """Issue 26: one colour per hardware kind on every chart, line-style legends drawn as lines, spread bars and
+    n, and an efficiency above 1 explained as the Scaling page explains it."""
+    import re
+
+    from analysis.derived import add_derived
+    from report.build import build
+
+    table = add_derived(_measured_h100(0.5)).assign(images_per_s_p10=lambda t: t.images_per_s * 0.9,
+                                                    images_per_s_p90=lambda t: t.images_per_s * 1.1,
+                                                    images_per_s_n=6)
+    two = table["cards"].eq(2)
+    table.loc[two, ["scaling_efficiency", "scaling_efficiency_lo", "scaling_efficiency_hi"]] = [2.18, 1.9, 2.4]
+    page = (build(table, tmp_path / "site").parent / "superres.html").read_text()
+    specs = {m[0]: json.loads(m[1]) for m in re.findall(
+        r'<script type="application/json" id="([^"]+)-spec">(.*?)</script>', page, re.DOTALL)}
+
+    def channels(spec, name):
+        return [layer["encoding"][name] for layer in spec.get("layer", [spec]) if name in layer.get("encoding", {})]
+
+    scales = {json.dumps(c["scale"], sort_keys=True) for cid in ("sr-tput-train", "sr-minutes", "sr-eff")
+              for layer in specs[cid]["layer"] for c in channels(layer, "color")}
+    assert len(scales) == 1 and '"h100"' in scales.pop()   # the same hardware -> colour mapping on every chart
+    for cid in ("sr-tput-train", "sr-minutes", "sr-eff"):
+        dash = [c for layer in specs[cid]["layer"] for c in channels(layer, "strokeDash")]
+        assert dash and all(c["legend"]["symbolType"] == "stroke" for c in dash), cid
+    rules = [layer for layer in specs["sr-tput-train"]["layer"] if layer.get("mark", {}).get("type") == "rule"]
+    assert rules and rules[0]["encoding"]["y2"]["field"] == "hi"
+    assert "4 cards; p10–p90 27.9–34.1, n=6); 1 series." in page   # the caption: spread and n
+    assert "at 2 cards: 2.18 is superlinear beyond its interval (1.9–2.4), likely from the per-card work" in page
+
+
 # --------------------------------------------------------------------------- real CPU runs (slow)
 
 def _sweep(cwd: Path, *overrides: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "workload=superres", *TINY, *overrides,
                            "workload.warmup=1", "workload.noise.target=null", "sweep.name=sr"],
                           cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 

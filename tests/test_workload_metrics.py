@@ -87,7 +87,8 @@ def test_toy_workload_gets_scaling_and_speedup_sections(toy_workload, tmp_path):
     data = (site / "data.html").read_text()
     assert "<code>widgets_per_s</code> (main throughput)" in data and "<code>wobble_ppm</code>" in data
     index = (site / "index.html").read_text()
-    assert "Fastest toy configuration: 40 widgets/s median widget rate (b · m · fp32 · 2 cards · large)." in index
+    assert "Fastest toy configuration, unconfirmed: 40 widgets/s median widget rate (b · m · fp32 · 2 cards · large; " \
+           "n unknown, no interval)" in index
     assert 'href="toy.html#toy-b"' in index and 'id="toy-b"' in (site / "toy.html").read_text()
     assert "<th>wobble (ppm)</th>" in index
 

@@ -195,6 +195,9 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     queue = units(groups, max_parallel)
     total = sum(len(pts) for _, pts in queue)
+    if not total:   # nothing to run: no journal lines, no 0/0 bar
+        return {}
+    out = console()
     running: list[_Running] = []
     status: dict[str, str] = {}
     journal = journal or Journal(sweep_dir, watchdog.identity(sweep_dir), [p for _, pts in queue for p in pts])
@@ -212,6 +215,12 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
         journal.set([point], st)
         progress.console.print(f"[{len(status)}/{total}] {st:<9} {point.point_id}  {point.label}  ({elapsed:.1f} s)")
         progress.update(bar, advance=1)
+
+    def begins(point: Point, progress) -> None:
+        """Without a terminal the bar is drawn only at the end: a line says which point started, and when."""
+        if not out.is_terminal:
+            progress.console.print(f"[{len(status) + 1}/{total}] started   {point.point_id}  {point.label}  "
+                                   f"({time.strftime('%H:%M:%S')})")
 
     def start(key: str, pts: list[Point], progress) -> None:
         submitted = records.now()
@@ -231,6 +240,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             return
         running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
         journal.set(pts[:1], "running", job.job_id)
+        begins(pts[0], progress)
         if started is not None:
             started([w.points for w in running])
 
@@ -241,6 +251,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             now = time.monotonic()
             done(w.points.pop(0), rec["status"], now - w.t0, progress)
             journal.set(w.points[:1], "running", w.job.job_id)
+            if w.points:
+                begins(w.points[0], progress)
             w.t0 = now
 
     def advance(w: _Running, progress) -> None:
@@ -270,7 +282,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             signal.signal(sig, signal.default_int_handler)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console(), transient=False) as progress:
+                      console=out, transient=False) as progress:
             bar = progress.add_task(describe(), total=total)
             try:
                 while queue or running:

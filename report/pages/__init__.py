@@ -149,6 +149,13 @@ def label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
                      dtype=object)
 
 
+def legend_title(fields: Iterable[str], default: str = "series") -> str:
+    """A legend's title from the parameters its labels name, in words: "cards · batch" (a parameter's declared
+    word, MetricSet.words), else its name with spaces ("input tokens"), never the raw key ("batch_size")."""
+    words = label_words(workloads.metric_sets())
+    return " · ".join(words.get(f) or f.replace("_", " ") for f in fields) or default
+
+
 def _label(frame: pd.DataFrame, fields: list[str]) -> pd.Series:
     out = pd.Series("", index=frame.index, dtype=object)
     words = label_words(workloads.metric_sets())

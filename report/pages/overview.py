@@ -9,7 +9,8 @@ import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
-from report import overrides
+from jobs.devices import SHARED_CORES_FRACTION
+from report import claims, overrides
 from report.charts import fmt_num
 from report.overrides import IN_FINDINGS
 from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
@@ -48,6 +49,11 @@ def _interval(lo: Any, hi: Any) -> str:
     return f"95% interval {fmt_num(lo)}–{fmt_num(hi)}" if pd.notna(lo) and pd.notna(hi) else "no interval: no samples"
 
 
+def _n(value: Any) -> str:
+    """'n=6' (repeats of the measured point), or 'n unknown'."""
+    return f"n={int(value)}" if value is not None and pd.notna(value) else "n unknown"
+
+
 def _is_false(value: Any) -> bool:
     """False, not missing: `stable` is absent (NaN) for points from before noise control."""
     return value is not None and not (isinstance(value, float) and pd.isna(value)) and not bool(value)
@@ -84,6 +90,32 @@ def _unstable(ok: pd.DataFrame) -> dict[str, Any] | None:
     return {"text": f"{len(bad)} of {len(ok)} point(s) did not reach the noise target (the interval of the "
                     f"median stayed wider than the target within the repeat or time budget), so their numbers "
                     f"and what is derived from them are uncertain: {'; '.join(names[:N_UNSTABLE])}{more}.",
+            "href": "#points"}
+
+
+SHARED = "cores_shared"   # info columns jobs.devices.HostLoad records: other processes on the point's cores
+OTHER, LOAD = "other_on_cores_frac", "load_avg_1m_end"
+
+
+def _under_load(ok: pd.DataFrame) -> dict[str, Any] | None:
+    """A finding naming the points that ran while other processes used their cores (jobs.devices.HostLoad)."""
+    if SHARED not in ok:
+        return None
+    bad = ok[ok[SHARED].eq(True)]
+    if bad.empty:
+        return None
+    names = []
+    for ms, g in by_workload(bad):
+        names += [f"{n} ({fmt_num(100 * float(o), 2)} %)" for n, o in
+                  zip(label(g, workload_fields(g, ms, CONFIG)), pd.to_numeric(g[OTHER], errors="coerce"))]
+    more = f" and {len(names) - N_UNSTABLE} more" if len(names) > N_UNSTABLE else ""
+    load = pd.to_numeric(bad[LOAD], errors="coerce").max() if LOAD in bad else float("nan")
+    cores = pd.to_numeric(bad["host_cores"], errors="coerce").max() if "host_cores" in bad else float("nan")
+    where = (f"; load average up to {fmt_num(load)} on {int(cores)} core(s)" if pd.notna(load) and pd.notna(cores)
+             else "")
+    return {"text": f"{len(bad)} of {len(ok)} point(s) were measured under load: other processes used more than "
+                    f"{SHARED_CORES_FRACTION:.0%} of the cores they ran on{where}, so their timings include that contention (slower, "
+                    f"noisier) and say less about the hardware: {'; '.join(names[:N_UNSTABLE])}{more}.",
             "href": "#points"}
 
 
@@ -128,17 +160,29 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
             x = pd.to_numeric(g[ms.throughput], errors="coerce") if ms.throughput in g else pd.Series(dtype=float)
             if not x.notna().any():
                 continue
-            best = g.loc[[x.idxmax()]]
+            t = ms.throughput
+            ranked = claims.frame(g, t, f"{t}_ci_lo", f"{t}_ci_hi", f"{t}_n")
+            r = claims.rank(ranked, unranked=claims.unranked(g, ms.unranked))
+            what = f"{ms.workload} configuration{software}"
+            if r.best is None:
+                items.append({"text": f"No fastest {what}: {r.why}.", "href": "#points"})
+                continue
+            best = g.loc[[r.best.name]]
             link = links.get(ms.workload)
+            href = link(best.iloc[0]) if link and "hardware" in best else "#points"
             config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
-            b = best.iloc[0]
-            spread = ""
-            if pd.notna(b.get(f"{ms.throughput}_ci_lo")):
-                spread = (f"; {_interval(b[f'{ms.throughput}_ci_lo'], b[f'{ms.throughput}_ci_hi'])}, "
-                          f"n={int(b[f'{ms.throughput}_n'])}" + (", unstable" if _is_false(b.get("stable")) else ""))
-            items.append({"text": f"Fastest {ms.workload} configuration{software}: {fmt_num(x.max())} "
-                                  f"{ms.main.unit} median {ms.main.title} ({config}{spread}).",
-                          "href": link(best.iloc[0]) if link and "hardware" in best else "#points"})
+            figure = f"{fmt_num(r.best['_value'])} {ms.main.unit} median {ms.main.title}"
+            spread = claims.spread_words(r.best)
+            if r.verdict == "clear":
+                text = f"Fastest {what}: {figure} ({config}; {spread})."
+            elif r.verdict == "no clear winner":
+                names = label(g, workload_fields(g, ms, CONFIG))
+                text = (f"No clear winner among the {ms.workload} configurations{software}: the highest median, "
+                        f"{figure} ({config}; {spread}), is within the spread of {len(r.close)} other(s): "
+                        f"{claims.close_words(r, names, ms.main.unit)}.")
+            else:
+                text = f"Fastest {what}, unconfirmed: {figure} ({config}; {spread}): {r.why}."
+            items.append({"text": text, "href": href})
         if differs := software_differs(whole, ms):
             items.append({"text": f"{differs[0].upper()}{differs[1:]} among the {ms.workload} points: the fastest "
                                   "configuration is given per value, and scaling efficiency and generation speedups "
@@ -150,7 +194,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         top = int(d["cards"].max())
         r = d[d["cards"].eq(top)].sort_values("eff", ascending=False, kind="stable").iloc[0]
         name = scaling.describe(kind)[0].lower()
-        spread = f"; {_interval(r['eff_lo'], r['eff_hi'])}" if pd.notna(r["eff_lo"]) else ""
+        spread = f"; {_interval(r['eff_lo'], r['eff_hi'])}" if pd.notna(r["eff_lo"]) else "; no interval"
+        spread += f", {_n(r.get('n'))}"
         items.append({"text": f"Best {name} efficiency at the largest card count ({top} cards): {fmt_num(r['eff'])} "
                               f"({r['workload']} · {r['hardware']} · {r['model']} · {r['series']}{spread}"
                               f"{_efficiency_claim(r)}).",
@@ -162,7 +207,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
     pairs = speedup.pairs(table)
     if len(pairs):
         r = pairs.loc[pairs["speedup"].idxmax()]
-        spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else ""
+        spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else "; no interval"
+        spread += f", {_n(r.get('n'))}"
         items.append({"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}"
                               f"{spread}{_speedup_claim(r['lo'], r['hi'])}).",
                       "href": f"speedup.html#{speedup.chart_id(r['workload'], r['family'])}"})
@@ -171,6 +217,8 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
                       "href": "speedup.html"})
     if unstable := _unstable(ok):
         items.append(unstable)
+    if loaded := _under_load(ok):
+        items.append(loaded)
     if override:
         items.append(override)
     return items
@@ -196,12 +244,14 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
                    if c in table or (c == f"{t}{CI}" and f"{t}_ci_lo" in table)]
     if "stable" in table:
         spread.append(("stable", "stable", None, "flag"))
+    if OTHER in table:   # other processes' share of the point's cores while it ran (jobs.devices.HostLoad)
+        spread.append((OTHER, "other processes on its cores (%)", None, "pct"))
     out = [*params, ("status", "status", None, "status")]
     for m in metrics.values():
         if m.name in table:
             out.append((m.name, m.title, m.unit, "num"))
             out += [c for c in spread if c[0].startswith(f"{m.name}_")]
-    return out + [c for c in spread if c[0] == "stable"]
+    return out + [c for c in spread if c[0] in ("stable", OTHER)]
 
 
 CI = "_ci_text"   # suffix of the interval column the points table shows (built in context)

@@ -17,7 +17,7 @@ from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
 from report.charts import (CONFIG, HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, fmt_num, interval_text,
                            limit_series, records, series_marks, series_note, series_stroke, to_spec)
-from report.pages import Page, by_workload, label, numeric, ok_rows, per_table, workload_fields
+from report.pages import Page, by_workload, label, legend_title, numeric, ok_rows, per_table, workload_fields
 
 EFF = SCALING_EFFICIENCY
 GOOD = 0.8
@@ -25,10 +25,8 @@ FIRST = ("precision",)   # series are precision · the workload's labels (its sc
 UNKNOWN = "unrecorded"
 # scaling mode -> (section title, what stays fixed as cards grow, the efficiency formula that then applies)
 KINDS = {
-    "strong": ("Strong scaling", "Total work fixed: the job's work (inference: batch_size) is split over the cards",
-               "T(1) / (N·T(N))"),
-    "weak": ("Weak scaling", "Work per card fixed: every card does the same work (inference: runs batch_size)",
-             "X(N) / (N·X(1))"),
+    "strong": ("Strong scaling", "Total work fixed: the job's {work} are split over the cards", "T(1) / (N·T(N))"),
+    "weak": ("Weak scaling", "Work per card fixed: every card processes the same number of {work}", "X(N) / (N·X(1))"),
 }
 NO_MULTI = ("No multi-card data: every successful point ran on one card, so there is no scaling efficiency to "
             "show. Sweep cards=1,2,4,… to get one.")
@@ -70,7 +68,7 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "eff_lo": numeric(ok, f"{EFF}_lo"), "eff_hi": numeric(ok, f"{EFF}_hi"),
         "n": numeric(ok, f"{ms.throughput}_n"), "threads": numeric(ok, "cpu_threads_per_rank"),
         "series": label(ok, fields).to_numpy() if fields else "all points",
-        "legend": " · ".join(fields) or "series"})
+        "legend": legend_title(fields)})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
     # An interval bound (or n) is unknown (NaN) where any (all) of the points lacks it.
     keys = ["workload", "hardware", "model", "kind", "series", "legend", "cards"]
@@ -239,6 +237,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             ids = [chart_id(k, w, hw, m) for k, w, hw, m, _ in groups if k == kind and w == wl]
             if ids:
                 title, fixed, formula = describe(kind)
+                fixed = fixed.format(work=ms.work)   # the workload's unit of work, e.g. images
                 modes.append({"id": f"{anchor(wl)}-{section_id(kind)}", "title": title, "fixed": fixed,
                               "formula": formula, "ids": ids})
         sections.append({"id": f"workload-{anchor(wl)}", "workload": wl, "throughput": ms.throughput,

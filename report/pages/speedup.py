@@ -14,7 +14,7 @@ from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import SPEEDUP
 from report.overrides import IN_FINDINGS
-from report.pages import MAX_ROWS, Page, by_workload, label, numeric, per_table, workload_fields
+from report.pages import MAX_ROWS, Page, by_workload, label, legend_title, numeric, per_table, workload_fields
 
 FIRST = ("model", "precision", "cards")   # then the workload's labels
 NO_PAIRS = ("no generation pairs in this sweep: a speedup needs the same point measured on consecutive "
@@ -50,7 +50,7 @@ def _pairs(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "series": label(ok, fields).to_numpy(),
         "speedup": ok[SPEEDUP].astype(float), "tput": basis(ok),
         "lo": numeric(ok, f"{SPEEDUP}_lo"), "hi": numeric(ok, f"{SPEEDUP}_hi"),
-        "n": numeric(ok, f"{ms.throughput}_n"), "legend": " · ".join(fields) or "point"}, index=ok.index)
+        "n": numeric(ok, f"{ms.throughput}_n"), "legend": legend_title(fields, "point")}, index=ok.index)
     data["pair"] = data["previous"] + " → " + data["hardware"]
     data["tput_prev"] = data["tput"] / data["speedup"]
     return data.reset_index(drop=True)

@@ -122,7 +122,7 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
         est = _estimate(cfg, out["strategy"], cfg["cards"])
     except (KeyError, TypeError, ZeroDivisionError):  # bad values are reported by check()
         return out
-    card_gb = cfg["hardware"]["memory_gb"]
+    card_gb = _card_memory_gb(cfg)[0]   # the device that runs it (device_override: the CPU)
     out.update(mem_estimate_gb=round(est, 4), mem_fits=None if card_gb is None else est <= card_gb)
     if card_gb is not None:
         out["fits_with"] = fits_with(cfg, card_gb)
@@ -135,7 +135,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     wl = cfg["workload"]
     p = params(cfg)
     if p["mem_fits"] is False and not wl["run_unfit"] and not cfg.get("device_override"):
-        card = cfg["hardware"]["memory_gb"]
+        card = _card_memory_gb(cfg)[0]
         return Result(samples={}, status="oom",
                       info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card, "fits_with": p["fits_with"]},
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights, gradients, optimiser states, "
@@ -250,3 +250,9 @@ class Finetune(Workload):
 
 
 WORKLOAD = Finetune()
+
+
+def _card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:
+    from jobs.plan import card_memory_gb  # jobs.plan imports the workloads
+
+    return card_memory_gb(cfg)

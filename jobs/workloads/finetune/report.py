@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import references
 from jobs.study import PEARC26_ATTRIBUTION
+from report import claims
 from report.charts import HEIGHT, WIDTH, Chart, base_config, color, empty_chart, fmt_num, limit_series, records, to_spec
 from report.pages import Page, label, numeric, ok_rows, point_counts, rows_for, studies, workload_page_applies
 
@@ -114,11 +115,26 @@ def time_chart(ok: pd.DataFrame) -> Chart:
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("setup:N"), alt.Tooltip("minutes:Q", format=",.4~g"),
                  alt.Tooltip("tok_s:Q", title="tokens/s", format=",.4~g")],
     ).properties(width=WIDTH, height=HEIGHT, title=title)
-    best = data.loc[data["minutes"].idxmin()]
-    summary = (f"fastest: {best['series']} · {best['setup']}, {fmt_num(best['minutes'])} min "
-               f"({fmt_num(best['tok_s'])} tokens/s); {total} series"
-               + (f", {shown} drawn" if shown < total else ""))
+    summary = _fastest(ok, fields) + f"; {total} series" + (f", {shown} drawn" if shown < total else "")
     return Chart("ft-time", title, summary, to_spec(base_config(chart)))
+
+
+def _fastest(ok: pd.DataFrame, fields: list[str]) -> str:
+    """The fastest configuration, only as far as the intervals support it (report.claims): override points and
+    points without an interval or below the noise target are not ranked."""
+    r = claims.rank(claims.frame(ok, TPUT, f"{TPUT}_ci_lo", f"{TPUT}_ci_hi", f"{TPUT}_n"))
+    if r.best is None:
+        return f"no fastest configuration: {r.why}"
+    names = label(ok, [*fields, "strategy", "cards"])
+    b = r.best
+    what = (f"{names[b.name]}, {fmt_num(b[MINUTES])} min ({fmt_num(b['_value'])} tokens/s; "
+            f"{claims.spread_words(b)})")
+    if r.verdict == "clear":
+        return f"fastest: {what}"
+    if r.verdict == "no clear winner":
+        return (f"no clear winner: the highest median, {what}, is within the spread of {len(r.close)} other(s): "
+                f"{claims.close_words(r, names, 'tokens/s')}")
+    return f"fastest, unconfirmed: {what}: {r.why}"
 
 
 def charts(table: pd.DataFrame) -> list[Chart]:

@@ -107,7 +107,7 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
                                             inp + out) / k
     except (KeyError, TypeError, ZeroDivisionError):  # bad values are reported by check()
         return out_params
-    card_gb = cfg["hardware"]["memory_gb"]
+    card_gb = _card_memory_gb(cfg)[0]   # the device that runs it (device_override: the CPU)
     out_params.update(mem_estimate_gb=round(est, 4), mem_fits=None if card_gb is None else est <= card_gb)
     if (bound := repeat_lower_bound_s(cfg, per_card_batch(cfg) * k, inp, out, k)) is not None:
         out_params["est_repeat_s"] = round(bound, 4)
@@ -164,7 +164,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     p = params(cfg)
     if p["mem_fits"] is False and not wl["run_unfit"] and not cfg.get("device_override"):
         # Where a model stops fitting is itself a result: record it without occupying the card.
-        card = cfg["hardware"]["memory_gb"]
+        card = _card_memory_gb(cfg)[0]
         return Result(samples={}, status="oom", info={"mem_estimate_gb": p["mem_estimate_gb"], "card_memory_gb": card},
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
                             f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
@@ -266,3 +266,9 @@ class Inference(Workload):
 
 
 WORKLOAD = Inference()
+
+
+def _card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:
+    from jobs.plan import card_memory_gb  # jobs.plan imports the workloads
+
+    return card_memory_gb(cfg)

@@ -12,7 +12,7 @@ from analysis import references
 from report import overrides
 from report.charts import (CONFIG, HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num,
                            limit_series, records, series_stroke, series_marks, series_note, spread_text, to_spec)
-from report.pages import Page, label, ok_rows, point_counts, rows_for, split_fields, studies, workload_page_applies
+from report.pages import Page, label, legend_title, ok_rows, point_counts, rows_for, split_fields, studies, workload_page_applies
 
 from .metrics import METRICS
 from .study import ATTRIBUTION, STUDY
@@ -75,7 +75,7 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
             n=(f"{TPUT}_n", "sum"), n_known=(f"{TPUT}_n", "count"), points=(TPUT, "size")).reset_index()
         data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
         data["series"] = label(data, varying) if varying else "all points"
-        legend = " · ".join(varying) or "series"
+        legend = legend_title(varying)
         keep = ["series", "batch_size", "tput", "p10", "p90", "n", "points"]
         data = data[[c for c in keep if c in data]]
         best = data.loc[data["tput"].idxmax()]
@@ -156,7 +156,7 @@ def _metric_by(table: pd.DataFrame, metric: str, x: str, series: tuple[str, ...]
         n_known=("n", "count")).reset_index()
     data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
     data["series"] = label(data, varying) if varying else "all points"
-    data["legend"] = " · ".join(varying) or "series"
+    data["legend"] = legend_title(varying)
     data["fixed"] = fixed
     data["hardware"] = data["hardware"].astype(str)
     return data[["hardware", "series", "legend", "fixed", x, "value", "p10", "p90", "n"]]

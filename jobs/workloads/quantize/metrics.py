@@ -12,6 +12,8 @@ METRICS = MetricSet(
     labels=("method", "target"),
     varied=("apply", "granularity"),
     overview=("perplexity", "compression_x", "kl"),
+    unranked=(("apply", "fake", ("fake quantization (apply=fake): its speed is the float model's, not the "
+                                 "quantized format's")),),
     metrics=(
         Metric("eval_tok_s", "tokens/s", "tokens scored per second by a forward pass of the quantized model over "
                                          "one batch of held-out windows (batch x seq_len / time; all ranks' tokens "

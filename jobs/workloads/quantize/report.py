@@ -70,14 +70,16 @@ def heatmaps(table: pd.DataFrame) -> list[Chart]:
         if smap.get("kind") == "prune":
             data = pd.DataFrame({"unit": smap["units"], "precision": pruned_label(smap), "delta": smap["prune_score"]})
             what = "perplexity increase with only this unit magnitude-pruned (the paper's proxy)"
-            color = alt.Color("delta:Q", title="Δ perplexity", scale=alt.Scale(scheme="blueorange", domainMid=0))
+            color = alt.Color("delta:Q", title="Δ perplexity", scale=alt.Scale(scheme="blueorange", domainMid=0),
+                              legend=alt.Legend(format=".3~g"))   # rounded labels (not 0.000917201113748)
         else:
             data = pd.DataFrame([{"unit": u, "precision": f"{b}-bit", "delta": d, "kl": k, "kl_shown": max(k, KL_FLOOR)}
                                  for u, drow, krow in zip(smap["units"], smap["ppl_delta"], smap["kl"])
                                  for b, d, k in zip(smap["bits"], drow, krow)])
             what = ("KL divergence of the logits with only this unit quantized to this width (what the assignment "
                     "methods use; log scale)")
-            color = alt.Color("kl_shown:Q", title="KL (nats/token)", scale=alt.Scale(type="log", scheme="oranges"))
+            color = alt.Color("kl_shown:Q", title="KL (nats/token)", scale=alt.Scale(type="log", scheme="oranges"),
+                              legend=alt.Legend(format=".2~e"))
             tip.append(alt.Tooltip("kl:Q", title="KL (nats/token)", format=".3~e"))
         order = list(dict.fromkeys(data["precision"]))
         chart = alt.Chart(alt.Data(values=records(data))).mark_rect().encode(
