@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import files
-from jobs.metrics import summarise
+from jobs.metrics import PER_POINT, summarise
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
@@ -223,8 +223,8 @@ def noise_of(point: dict[str, Any], samples: dict[str, list[float]]) -> dict[str
     from jobs import noise, workloads
 
     ms = workloads.metric_set(point["params"].get("workload"))
-    if ms is None or not samples.get(ms.throughput):
-        return None
+    if ms is None or not samples.get(ms.throughput) or ms.main.repeat == PER_POINT:
+        return None   # a value over the whole window (serving's load) has no repeats for the noise rule to judge
     wl = (point.get("cfg") or {}).get("workload") or {"repeats": point["params"].get("repeats", 1)}
     return noise.assess(samples[ms.throughput], noise.Settings.of(wl), metric=ms.throughput)
 
