@@ -41,6 +41,7 @@ def test_the_search_halves_when_the_start_fails_and_stops_at_max_probes():
     (["workload.engine=tgi"], "needs a checkpoint"),
     (["workload.engine=trtllm"], "does not run on cpu devices"),
     (["workload.engine=llamacpp", "cards=2"], "serves from one card"),
+    (["workload.engine=llamacpp"], "takes text prompts only"),
     (["precision=int8"], "runs fp32, bf16, fp16"),
     (["cards=65"], "one server on one node"),
     (["workload.shape=128x4000"], "max_position_embeddings=4096"),

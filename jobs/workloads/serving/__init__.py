@@ -80,6 +80,9 @@ def check(cfg: dict[str, Any]) -> list[str]:
                         f"parallel ({', '.join(e for e, s in servers.SPECS.items() if s.tp_flag)})")
     if precision not in FLOATS and not (precision == "fp8" and engine == "vllm"):
         problems.append(f"precision={precision}: the serving workload runs {', '.join(FLOATS)} (and fp8 on vllm)")
+    if engine == "llamacpp" and wl["dataset"] is None:
+        problems.append("server engine llamacpp takes text prompts only (llama-cpp-python's server refuses token ids): "
+                        "give workload.dataset=<a JSONL of prompts>")
     if cfg["model"]["init"] != "pretrained" and engine != "vllm":
         problems.append(f"server engine {engine} needs a checkpoint: model.init=pretrained model.path=DIR (random "
                         "weights without one only on vllm, load_format=dummy)")
