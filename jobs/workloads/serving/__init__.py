@@ -260,6 +260,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     counts = {k: figures.pop(k) for k in ("requests", "ok_requests", "failed_requests", "cut_short_requests")}
     info.update({k: v for k, v in counts.items() if k != "requests"}, window_s=figures.pop("window_s", None))
     samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
+    info.update({k: v for k, v in figures.items() if k.endswith(("_ci_lo", "_ci_hi"))})
     if gathered is not None and counts["ok_requests"]:
         produced = samples["output_tok_s"][0] * info["window_s"]
         samples.update(measure.energy(gathered, work=produced, per_joule="tok_per_j"))
@@ -285,6 +286,8 @@ def met(figures: dict[str, Any], limits: Slo) -> bool:
 
 
 class Serving(Workload):
+    """Serving: this module's functions are its hooks."""
+
     name = "serving"
     metrics = METRICS
     options = OPTIONS

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from jobs.metrics import ENERGY, HIGHER, LOWER, PER_POINT, Metric, MetricSet, percentile
+from jobs.noise import median_ci
 
 from .load import Request
 
@@ -87,15 +88,19 @@ def tpot(r: Request) -> float:
 
 
 def _stats(name: str, values: Sequence[float]) -> dict[str, float]:
+    """Mean, p50, p90, p99 of one latency over the requests, and the 95 % distribution-free interval of its p50
+    (jobs.noise.median_ci; none under 6 requests), kept in the record's info beside the metric."""
     if not values:
         return {}
-    return {f"{name}_mean_s": sum(values) / len(values),
-            **{f"{name}_p{q}_s": percentile(values, q) for q in (50, 90, 99)}}
+    out = {f"{name}_mean_s": sum(values) / len(values), **{f"{name}_p{q}_s": percentile(values, q) for q in (50, 90, 99)}}
+    if ci := median_ci(values):
+        out[f"{name}_p50_s_ci_lo"], out[f"{name}_p50_s_ci_hi"] = ci
+    return out
 
 
 def summary(requests: Sequence[Request], window_s: float, cards: int, slo: Slo) -> dict[str, float | int]:
     """The metrics above, plus the counts: requests, ok, failed, cut short (fewer tokens than asked; kept out of
-    every figure but their own count, like the failed ones)."""
+    every figure but their own count, like the failed ones), and the intervals of the p50 latencies (*_ci_lo/hi)."""
     ok = [r for r in requests if r.ok and not r.cut_short]
     out: dict[str, float | int] = {"requests": len(requests), "ok_requests": len(ok),
                                    "failed_requests": sum(not r.ok for r in requests),
