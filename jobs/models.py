@@ -16,7 +16,8 @@ def adopt_checkpoint(cfg: dict[str, Any], overrides: list[str]) -> tuple[dict[st
     the model file's values that disagree are named in the notes: the checkpoint wins; where none disagrees the
     model file's block and name stay, so the point ids of the published models do not change), `model.params_b`
     computed from it (null where the shape is not LLaMA-like: counted from the built model), and `model.name`
-    the directory's name unless the command sets model.name or the model file describes the checkpoint. Other configs come back unchanged, with no notes."""
+    the directory's name unless the command sets model.name or the model file describes the checkpoint. Other
+    configs come back unchanged, with no notes."""
     model = cfg.get("model") or {}
     path = model.get("path")
     if model.get("init") != "pretrained" or not path or not (Path(path) / "config.json").is_file():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import files, records, watchdog, workloads
-from jobs.devices import SHARED_CORES_FRACTION, Device, HostLoad, dist_backend, limit_cpu, reset_host_peak, setup_device
+from jobs.devices import Device, HostLoad, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import nodes_for
 from jobs.workloads.base import Context, drop
@@ -196,13 +196,10 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
         load = HostLoad().start()
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
-        # other processes on any rank's cores: the busiest rank's share says it
-        host = ctx.gather(load.stop()) or []
-        shared = [h["other_on_cores_frac"] for h in host if h["other_on_cores_frac"] is not None]
+        # rank 0's cores (no collective here: a rank that failed after the workload's last one must not hang it)
+        host = load.stop()
         if rank == 0:
-            info = {**result.info, "cpu_cores_pinned": cores, **host[0],
-                    "other_on_cores_frac": max(shared) if shared else None,
-                    "cores_shared": max(shared) > SHARED_CORES_FRACTION if shared else None,
+            info = {**result.info, "cpu_cores_pinned": cores, **host,
                     **({"cpu_threads_env_late": True} if worker.late else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=info, energy={"meter": meter.name, "devices": world * per_task},

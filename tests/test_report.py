@@ -105,7 +105,7 @@ def test_build_writes_site(table, tmp_path):
     assert inference.count('class="vega-chart"') == 6
     assert "Throughput vs batch size" in inference and 'href="scaling.html"' in inference
     assert 'id="scaling-' not in inference
-    assert "best: " in inference and "tok/s on h100" in inference
+    assert "highest median: " in inference and "tok/s on h100" in inference
     assert inference.count('src="assets/vega.js"') == 1
     for cid in ("lat-ttft", "lat-itl", "energy-0", "roofline-0"):
         assert f'id="{cid}-spec"' in inference, cid

@@ -77,7 +77,8 @@ def test_every_swept_parameter_is_in_the_encoding(site):
     assert "all points: tiny-llama · fp32;" in tput["title"]["subtitle"]
     ttft = specs["lat-ttft"]
     dots = next(lay for lay in _layers(ttft) if lay["mark"]["type"] == "point")["encoding"]
-    assert dots["color"]["field"] == dots["shape"]["field"] == "series" and dots["color"]["title"] == "cards · batch"   # words, not the raw key (issue 26)
+    assert dots["color"]["field"] == dots["shape"]["field"] == "series"
+    assert dots["color"]["title"] == "cards · batch"   # words, not the raw key batch_size (issue 26)
     bars = [lay for lay in _layers(ttft) if lay["mark"]["type"] == "rule"]
     assert bars and bars[0]["encoding"]["y"]["field"] == "p10" and bars[0]["encoding"]["y2"]["field"] == "p90"
 

@@ -114,8 +114,8 @@ def _under_load(ok: pd.DataFrame) -> dict[str, Any] | None:
     where = (f"; load average up to {fmt_num(load)} on {int(cores)} core(s)" if pd.notna(load) and pd.notna(cores)
              else "")
     return {"text": f"{len(bad)} of {len(ok)} point(s) were measured under load: other processes used more than "
-                    f"{SHARED_CORES_FRACTION:.0%} of the cores they ran on{where}, so their timings include that contention (slower, "
-                    f"noisier) and say less about the hardware: {'; '.join(names[:N_UNSTABLE])}{more}.",
+                    f"{SHARED_CORES_FRACTION:.0%} of the cores they ran on{where}, so their timings include that "
+                    f"contention (slower, noisier) and say less about the hardware: {'; '.join(names[:N_UNSTABLE])}{more}.",
             "href": "#points"}
 
 

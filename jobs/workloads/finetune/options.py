@@ -25,7 +25,9 @@ OPTIONS: dict[str, Any] = {
     "token_budget": Int(min=1, default=10000000, column=True, help="tokens behind `time_to_budget_min`"),
     "noise": noise_options(max_seconds=120.0),
     "run_unfit": Bool(default=False,
-                      help="run a point whose memory estimate exceeds `hardware.memory_gb` (else `oom`, not run)"),
+                      help=("run a point whose memory estimate exceeds the memory of the device that runs it "
+                            "(`hardware.memory_gb`; on the CPU this machine's: else refused at plan time); else "
+                            "`oom`, not run")),
     "checkpoint_every": Int(min=0, default=0, help=(
         "save a resumable checkpoint every N optimiser steps; a requeued job continues there; `0`: never")),
     "lora": {

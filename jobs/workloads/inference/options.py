@@ -27,8 +27,9 @@ OPTIONS: dict[str, Any] = {
     "warmup": Int(min=0, default=1, column=True, help="untimed runs before the timed ones"),
     "repeats": Int(min=1, default=3, column=True, help="the minimum number of timed runs"),
     "run_unfit": Bool(default=False, help=(
-        "run a point whose memory estimate exceeds `hardware.memory_gb`; by default it is recorded as `oom` with "
-        "the estimate and not run")),
+        "run a point whose memory estimate exceeds the memory of the device that runs it (`hardware.memory_gb`; "
+        "on the CPU, also with `device_override=cpu`, this machine's); by default an accelerator point is "
+        "recorded as `oom` with the estimate and not run, and a CPU point is refused at plan time")),
     "noise": noise_options(max_seconds=5.0),
     "hf": {"static_cache": Bool(default=False, help="`cache_implementation=\"static\"`"),
            "compile": Bool(default=False, help="`torch.compile` the forward pass")},

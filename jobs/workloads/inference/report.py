@@ -12,7 +12,8 @@ from analysis import references
 from report import overrides
 from report.charts import (CONFIG, HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num,
                            limit_series, records, series_stroke, series_marks, series_note, spread_text, to_spec)
-from report.pages import Page, label, legend_title, ok_rows, point_counts, rows_for, split_fields, studies, workload_page_applies
+from report.pages import (Page, label, legend_title, ok_rows, point_counts, rows_for, split_fields, studies,
+                          workload_page_applies)
 
 from .metrics import METRICS
 from .study import ATTRIBUTION, STUDY
@@ -125,7 +126,7 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
         resolve = alt.Resolve(scale=alt.ScaleResolveMap(stroke="independent")) if len(pub) else alt.Undefined
         chart = alt.layer(*layers, data=alt.Data(values=records(data)), width=WIDTH, height=HEIGHT,
                           title=alt.Title(t, subtitle=subtitle), resolve=resolve, config=CONFIG)
-        summary = (f"best: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
+        summary = (f"highest median: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
                    f"{int(best['batch_size'])}{_spread(best)}; "
                    f"{total} series, {n_points} points." + series_note(shown, total)
                    + fill_hint(data["batch_size"], "batch size", "workload.batch_size=1,4,16"))
@@ -249,7 +250,7 @@ def energy_chart(table: pd.DataFrame) -> Chart:
                                 scale=alt.Scale(zero=True)),
                           tooltip, title=t, subtitle="energy over the measured window, all devices of the job")
     best = data.loc[data["value"].idxmax()]
-    summary = (f"best: {fmt_num(best['value'])} tokens/J on {best['hardware']} ({best['series']}, batch "
+    summary = (f"highest median: {fmt_num(best['value'])} tokens/J on {best['hardware']} ({best['series']}, batch "
                f"{int(best['batch_size'])}"
                + _spread(best) + ")." + note
                + fill_hint(data["batch_size"], "batch size", "workload.batch_size=1,4,16"))
