@@ -12,6 +12,7 @@ import random
 import signal
 import socket
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -66,6 +67,8 @@ class Worker:
 
     @classmethod
     def start(cls, owner: dict[str, Any] | None) -> Worker:
+        if threading.current_thread() is threading.main_thread():
+            watchdog.observe_limit()
         if owner is not None:
             watchdog.watch(owner)
         return cls(late="torch" in sys.modules, owner=owner)
@@ -204,7 +207,6 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                        type_=result.error_type, message=result.error or f"workload checks failed: {result.info}"))
         return result.status
     except BaseException as exc:
-        status = _status_of(exc)
         tb = "".join(traceback.format_exception(exc))
         print(tb, file=sys.stderr, flush=True)
         if isinstance(exc, SystemExit) and PointJob.requeued:   # the point runs again: its record comes then
@@ -212,20 +214,29 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             raise
         if rank == 0:
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
-            message = None
-            if watchdog.LOST.is_set():
-                owner = worker.owner or {}
-                message = f"stopped: the sweep (pid {owner.get('pid')}) that started this point was interrupted or is gone"
-            elif watchdog.TIMED_OUT.is_set():
-                status, message = "timeout", f"stopped at the point's time limit ({exc!r} in a shared worker)"
-            elif type(exc).__name__ == "UncompletedJobError":
-                why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
-                message = f"{why} ({exc})"
+            status, message = ended(exc, worker.owner)
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
             files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
+
+
+def ended(exc: BaseException, owner: dict[str, Any] | None) -> tuple[str, str | None]:
+    """(status, message or None for the exception's own) of a point that ended with `exc`."""
+    status = _status_of(exc)
+    if watchdog.LOST.is_set():
+        return status, (f"stopped: the sweep (pid {(owner or {}).get('pid')}) that started this point was "
+                        "interrupted or is gone")
+    if watchdog.TIMED_OUT.is_set():
+        return "timeout", f"stopped at the point's time limit ({exc!r} in a shared worker)"
+    if type(exc).__name__ == "UncompletedJobError":
+        why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
+        return status, f"{why} ({exc})"
+    if watchdog.LIMIT_SIGNAL.is_set():   # whatever the point was doing when it came (an import, say)
+        return "timeout", (f"Slurm's time-limit signal came while the point ran; it then ended with "
+                           f"{type(exc).__name__}: {exc}")
+    return status, None
 
 
 def requeues(spec: dict[str, Any]) -> bool:
