@@ -180,8 +180,10 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             import torch.distributed as dist
 
             env = submitit.helpers.TorchDistributedEnvironment()
-            if "MASTER_PORT" not in os.environ:   # export() refuses to overwrite one, so it is chosen on the object
-                env.master_port = master_port(submitit.JobEnvironment().job_id)
+            # export() refuses to overwrite any MASTER_PORT, so the port is chosen on the object: the user's own
+            # (it wins; taken out of the environment for export() to put back) or one from the job id
+            given = os.environ.pop("MASTER_PORT", None)
+            env.master_port = int(given) if given else master_port(submitit.JobEnvironment().job_id)
             env.export(set_cuda_visible_devices=False)
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
