@@ -6,6 +6,7 @@ other ranks leave their traceback beside it for rank 0 to include.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -199,7 +200,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                       cache=worker.cache, workdir=point_dir)
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
-        result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
+        result = limited(workloads.get(cfg["workload"]["name"]).run(cfg, ctx))
         if rank == 0:
             info = {**result.info, "cpu_cores_pinned": cores,
                     **({"cpu_threads_env_late": True} if worker.late else {})}
@@ -222,6 +223,16 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         else:
             files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
+
+
+def limited(result: workloads.Result) -> workloads.Result:
+    """A workload's result that is not ok after Slurm's time-limit signal came is a timeout: the signal may have
+    broken an import that the workload then reported as a missing engine (`unsupported`) or a failure."""
+    if result.status == "ok" or not watchdog.LIMIT_SIGNAL.is_set():
+        return result
+    return dataclasses.replace(result, status="timeout", error_type="Timeout", error=(
+        f"Slurm's time-limit signal came while the point ran; it then ended {result.status} "
+        f"({result.error_type}: {result.error})"))
 
 
 def ended(exc: BaseException, owner: dict[str, Any] | None) -> tuple[str, str | None]:

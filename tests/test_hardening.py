@@ -740,6 +740,32 @@ def test_time_limit_signal_mid_import_is_a_timeout(monkeypatch):
     assert point.ended(ModuleNotFoundError("x"), None) == ("failed", None)
 
 
+def test_broken_import_reported_by_the_workload_is_a_timeout_after_the_signal(monkeypatch):
+    """Seen on the test cluster: the signal broke transformers' lazy import, and the workload reported a missing
+    engine (`unsupported`, EngineMissing: Could not import module 'AutoModelForCausalLM')."""
+    import threading
+
+    from jobs import point
+    from jobs.workloads import Result
+
+    missing = Result(samples={}, status="unsupported", error_type="EngineMissing",
+                     error="Could not import module 'AutoModelForCausalLM'")
+    monkeypatch.setattr(watchdog, "LIMIT_SIGNAL", threading.Event())
+    assert point.limited(missing) is missing
+    watchdog.LIMIT_SIGNAL.set()
+    out = point.limited(missing)
+    assert out.status == "timeout" and "ended unsupported (EngineMissing: Could not import" in out.error
+    assert point.limited(Result(samples={"x": [1.0]})).status == "ok"
+
+
+@pytest.mark.parametrize("exit_code,killed", [("0:12", True), ("12:0", True), ("140:0", True), ("1:0", False),
+                                              ("0:9", False), ("", False)])
+def test_job_killed_by_the_limit_signal_itself(exit_code, killed):
+    from jobs import status
+
+    assert status.limit_signal_killed(exit_code) is killed
+
+
 def test_job_that_saw_the_limit_signal_is_recorded_timeout(tmp_path, monkeypatch):
     """The observer's side (jobs.status --record, the report job): sacct says FAILED, submitit's log says the
     time-limit signal came."""

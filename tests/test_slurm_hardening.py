@@ -67,3 +67,24 @@ def test_dead_rank_frees_the_allocation(site):  # noqa: F811
         assert time.monotonic() < deadline, f"job {task} still {state}: a rank kept the allocation"
         time.sleep(1)
     assert state[0].split("|")[0] == "FAILED", state
+
+
+def test_time_limit_signal_during_start_up_is_a_timeout(site):  # noqa: F811
+    """Slurm's time-limit warning asked for 5 s into the job (--signal=USR2@55 on a 1-minute limit; slurmctld
+    sends it on its next periodic check, so anywhere from the start-up to the measurement): whatever the job was
+    doing, the point ends `timeout`, and the plan warned that the limit is short. (Landing exactly in an import
+    cannot be forced here; tests/test_hardening.py::test_time_limit_signal_mid_import_is_a_timeout does that.)"""
+    cwd, env = site
+    (cwd / "sbatch-extra").write_text("--signal=USR2@55")
+    try:
+        proc = sweep(site, "-m", "cluster=localslurm", "workload.batch_size=34", "workload.repeats=1000000",
+                     "cluster.time_limit=00:01:00",
+                     "sweep.name=earlysignal", "sweep.report=false", "sweep.wait=true", check=False, env=HERE)
+    finally:
+        (cwd / "sbatch-extra").unlink()
+    assert "warning: group " in proc.stderr and "time limit of 1 min" in proc.stderr, proc.stderr
+    sweep_dir = cwd / "runs" / "earlysignal"
+    subprocess.run([sys.executable, "-m", "jobs.status", str(sweep_dir), "--record"], capture_output=True,
+                   text=True, cwd=cwd, env={**env, **HERE}, check=False)
+    (rec,) = [json.loads(p.read_text()) for p in (sweep_dir / "points").glob("*/record.json")]
+    assert rec["status"] == "timeout", rec["error"]
