@@ -685,6 +685,13 @@ def test_outputs_by_hand_follow_the_sweeps_mode(tmp_path):
         os.umask(old)
 
 
+def test_directories_made_keep_a_shared_directorys_group_bit(tmp_path):
+    (tmp_path / "project").mkdir()
+    os.chmod(tmp_path / "project", 0o2750)
+    files.mkdirs(tmp_path / "project" / "runs" / "x")
+    assert stat.S_IMODE((tmp_path / "project" / "runs" / "x").stat().st_mode) & 0o2000
+
+
 def test_git_is_read_without_locks(monkeypatch):
     """Every sweep reads the checkout's commit; `git status` must not take .git/index.lock from the user."""
     seen = []
