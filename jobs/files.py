@@ -41,7 +41,8 @@ def mkdirs(path: Path | str, follow_dir: bool = True) -> None:
             missing.append(d)
         for d in reversed(missing):
             d.mkdir(exist_ok=True)
-            os.chmod(d, 0o777 & ~_umask() & os.stat(d.parent).st_mode)
+            # the set-group-ID bit a shared project directory passes on is kept
+            os.chmod(d, (os.stat(d).st_mode & 0o7000) | (0o777 & ~_umask() & os.stat(d.parent).st_mode))
     path.mkdir(parents=True, exist_ok=True)
 
 

@@ -110,13 +110,30 @@ class Manifest:
              tasks: list[str] | None = None, error: str | None = None, not_sent: str | None = None) -> None:
         """What became of an array written down before sending: accepted (job id), refused, or still not sent.
 
-        Appended to the journal (a full save of a 10,000-point manifest takes 0.5 s; a line, a millisecond)."""
+        Appended to the journal (a full save of a 10,000-point manifest takes 0.5 s; a line, a millisecond).
+
+        A job id that an earlier array of this sweep already holds was reissued by the scheduler (slurmctld
+        restarted and lost the jobs it had not saved): that earlier array is lost, and is marked not sent, so that
+        jobs.status says so and the same command sends it again."""
+        notes = []
+        if job_id:
+            for i, e in enumerate(self.data["submissions"]):
+                for k, g in e["groups"].items():
+                    if g["job_id"] == job_id and (e is not entry or k != key):
+                        lost = {"submitted": None, "job_id": None, "tasks": None, "error": None,
+                                "not_sent": f"lost: the scheduler gave its job id {job_id} again, to a later array "
+                                            "(its controller restarted without it); the same command sends it"}
+                        g.update(lost)
+                        notes.append({"submission": i, "group": k, "set": lost})
+                        print(f"warning: array {k} ({len(g['points'])} point(s)) was lost: job id {job_id} was "
+                              "issued again after a controller restart; the same command sends it again",
+                              file=sys.stderr, flush=True)
         change = {"submitted": submitted, "job_id": job_id, "tasks": tasks, "error": error, "not_sent": not_sent}
         entry["groups"][key].update(change)
         index = next(i for i, e in enumerate(self.data["submissions"]) if e is entry)
-        note = {"submission": index, "group": key, "set": change}
+        notes.append({"submission": index, "group": key, "set": change})
         with open(self.journal, "a") as fh:
-            fh.write(json.dumps(note) + "\n")
+            fh.writelines(json.dumps(note) + "\n" for note in notes)
             fh.flush()
             os.fsync(fh.fileno())
 

@@ -6,12 +6,14 @@ other ranks leave their traceback beside it for rank 0 to include.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
 import signal
 import socket
 import sys
+import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -66,6 +68,8 @@ class Worker:
 
     @classmethod
     def start(cls, owner: dict[str, Any] | None) -> Worker:
+        if threading.current_thread() is threading.main_thread():
+            watchdog.observe_limit()
         if owner is not None:
             watchdog.watch(owner)
         return cls(late="torch" in sys.modules, owner=owner)
@@ -177,8 +181,10 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             import torch.distributed as dist
 
             env = submitit.helpers.TorchDistributedEnvironment()
-            if "MASTER_PORT" not in os.environ:   # export() refuses to overwrite one, so it is chosen on the object
-                env.master_port = master_port(submitit.JobEnvironment().job_id)
+            # export() refuses to overwrite any MASTER_PORT, so the port is chosen on the object: the user's own
+            # (it wins; taken out of the environment for export() to put back) or one from the job id
+            given = os.environ.pop("MASTER_PORT", None)
+            env.master_port = int(given) if given else master_port(submitit.JobEnvironment().job_id)
             env.export(set_cuda_visible_devices=False)
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
@@ -195,7 +201,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
         load = HostLoad().start()
-        result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
+        result = limited(workloads.get(cfg["workload"]["name"]).run(cfg, ctx))
         # rank 0's cores (no collective here: a rank that failed after the workload's last one must not hang it)
         host = load.stop()
         if rank == 0:
@@ -207,7 +213,6 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                        type_=result.error_type, message=result.error or f"workload checks failed: {result.info}"))
         return result.status
     except BaseException as exc:
-        status = _status_of(exc)
         tb = "".join(traceback.format_exception(exc))
         print(tb, file=sys.stderr, flush=True)
         if isinstance(exc, SystemExit) and PointJob.requeued:   # the point runs again: its record comes then
@@ -215,20 +220,39 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             raise
         if rank == 0:
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
-            message = None
-            if watchdog.LOST.is_set():
-                owner = worker.owner or {}
-                message = f"stopped: the sweep (pid {owner.get('pid')}) that started this point was interrupted or is gone"
-            elif watchdog.TIMED_OUT.is_set():
-                status, message = "timeout", f"stopped at the point's time limit ({exc!r} in a shared worker)"
-            elif type(exc).__name__ == "UncompletedJobError":
-                why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
-                message = f"{why} ({exc})"
+            status, message = ended(exc, worker.owner)
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
             files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
+
+
+def limited(result: workloads.Result) -> workloads.Result:
+    """A workload's result that is not ok after Slurm's time-limit signal came is a timeout: the signal may have
+    broken an import that the workload then reported as a missing engine (`unsupported`) or a failure."""
+    if result.status == "ok" or not watchdog.LIMIT_SIGNAL.is_set():
+        return result
+    return dataclasses.replace(result, status="timeout", error_type="Timeout", error=(
+        f"Slurm's time-limit signal came while the point ran; it then ended {result.status} "
+        f"({result.error_type}: {result.error})"))
+
+
+def ended(exc: BaseException, owner: dict[str, Any] | None) -> tuple[str, str | None]:
+    """(status, message or None for the exception's own) of a point that ended with `exc`."""
+    status = _status_of(exc)
+    if watchdog.LOST.is_set():
+        return status, (f"stopped: the sweep (pid {(owner or {}).get('pid')}) that started this point was "
+                        "interrupted or is gone")
+    if watchdog.TIMED_OUT.is_set():
+        return "timeout", f"stopped at the point's time limit ({exc!r} in a shared worker)"
+    if type(exc).__name__ == "UncompletedJobError":
+        why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
+        return status, f"{why} ({exc})"
+    if watchdog.LIMIT_SIGNAL.is_set():   # whatever the point was doing when it came (an import, say)
+        return "timeout", (f"Slurm's time-limit signal came while the point ran; it then ended with "
+                           f"{type(exc).__name__}: {exc}")
+    return status, None
 
 
 def requeues(spec: dict[str, Any]) -> bool:

@@ -184,6 +184,14 @@ def job_states(manifest: Manifest, extra: tuple[str, ...] = (), points: bool = T
 TIMED_OUT_LOG = "this job is timed-out"   # submitit's log line when Slurm's time-limit signal came
 
 
+def limit_signal_killed(exit_code: str) -> bool:
+    """Did the job end by the time-limit signal (USR2) itself? sacct's ExitCode is 'code:signal': '0:12' when
+    the batch step was killed by it, '12:0' (or '140:0', from a shell) when srun passed its task's death on."""
+    code, _, sig = (exit_code or "").partition(":")
+    usr2 = int(signal.SIGUSR2)
+    return sig == str(usr2) or code in (str(usr2), str(128 + usr2))
+
+
 def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]:
     """Write a record for every point whose job ended without one; returns their ids."""
     manifest = manifest or Manifest.load(sweep_dir)
@@ -192,7 +200,7 @@ def record_ended(sweep_dir: Path, manifest: Manifest | None = None) -> list[str]
         job = row["job_state"]
         if row["fresh_record"] or not job or job["state"] in ACTIVE or job["state"] == "unknown":
             continue
-        if job["exit_code"].endswith(f":{int(signal.SIGUSR2)}"):  # submitit's time-limit signal came before its handler
+        if limit_signal_killed(job["exit_code"]):   # submitit's time-limit signal came before its handler
             job = {**job, "state": "timeout"}
         sched = _scheduler(row["kind"])
         tail = "\n".join(_tail(p) for p in sched.log_paths(sweep_dir, row["job"]))

@@ -57,6 +57,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         if problems:
             raise plan.SweepRejected(problems)
         limits = sched.limits(cluster)
+        for why in sched.warnings(groups):
+            print(f"warning: {why}", file=sys.stderr, flush=True)
     queued = "" if sched.waits else f"{len(busy)} queued or running (skipped), "
     print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
           f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)

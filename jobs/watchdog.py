@@ -21,6 +21,25 @@ from typing import Any
 
 LOST = threading.Event()   # set in the worker once its sweep is gone
 TIMED_OUT = threading.Event()   # set in a shared worker when its current point ran past its time limit
+LIMIT_SIGNAL = threading.Event()   # set in a Slurm job once submitit's time-limit signal (USR2) came (observe_limit)
+
+
+def observe_limit() -> None:
+    """Note Slurm's time-limit warning (submitit's USR2 handler, installed before the job's function runs) in
+    LIMIT_SIGNAL, then let submitit handle it: its exception may land in an import that a library's own
+    try/except swallows, and the point then fails later with another error (ModuleNotFoundError); the point's
+    record is a timeout all the same (jobs.point)."""
+    sig = signal.SIGUSR2
+    handler = signal.getsignal(sig)
+    if not callable(handler) or getattr(handler, "observed", False):
+        return
+
+    def observed(signum, frame):
+        LIMIT_SIGNAL.set()
+        return handler(signum, frame)
+
+    observed.observed = True   # type: ignore[attr-defined]
+    signal.signal(sig, observed)
 
 
 def _stat(pid: int) -> tuple[str, str] | None:

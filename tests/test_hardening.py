@@ -685,6 +685,13 @@ def test_outputs_by_hand_follow_the_sweeps_mode(tmp_path):
         os.umask(old)
 
 
+def test_directories_made_keep_a_shared_directorys_group_bit(tmp_path):
+    (tmp_path / "project").mkdir()
+    os.chmod(tmp_path / "project", 0o2750)
+    files.mkdirs(tmp_path / "project" / "runs" / "x")
+    assert stat.S_IMODE((tmp_path / "project" / "runs" / "x").stat().st_mode) & 0o2000
+
+
 def test_git_is_read_without_locks(monkeypatch):
     """Every sweep reads the checkout's commit; `git status` must not take .git/index.lock from the user."""
     seen = []
@@ -706,3 +713,158 @@ def test_credentials_in_urls_and_names_are_redacted():
         "HF_ENDPOINT": "https://<redacted>@hf.example/x", "ACCELSWEEP_DB": "postgres://<redacted>@db:5432/x",
         "ACCELSWEEP_DB_PASS_FILE": "<redacted>", "HF_MIRROR": "https://hf.example/x?token=<redacted>&rev=1",
         "ACCELSWEEP_AUTH_HEADER": "<redacted>", "HF_HOME": "/data/hf"}
+
+
+# --------------------------------------------------------------------------- Slurm faults (unit; tests/test_slurm_hardening.py runs them on the cluster)
+
+def test_time_limit_signal_mid_import_is_a_timeout(monkeypatch):
+    """submitit's USR2 handler raises inside an import that a library's try/except swallows; the point then fails
+    with ModuleNotFoundError: it is still a timeout."""
+    from jobs import point
+
+    class UncompletedJobError(RuntimeError):
+        pass
+
+    def submitit_handler(signum, frame):
+        raise UncompletedJobError("timed-out and not checkpointable")
+
+    old = signal.signal(signal.SIGUSR2, submitit_handler)
+    monkeypatch.setattr(watchdog, "LIMIT_SIGNAL", __import__("threading").Event())
+    try:
+        watchdog.observe_limit()
+        watchdog.observe_limit()   # idempotent
+        try:                       # a library's `try: import x except Exception:`
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(1)
+        except Exception:  # noqa: BLE001, S110
+            pass
+        status, message = point.ended(ModuleNotFoundError("No module named 'torch._C'"), None)
+    finally:
+        signal.signal(signal.SIGUSR2, old)
+    assert status == "timeout" and "time-limit signal" in message and "ModuleNotFoundError" in message
+    assert point.ended(ModuleNotFoundError("x"), None)[0] == "timeout"
+    monkeypatch.setattr(watchdog, "LIMIT_SIGNAL", __import__("threading").Event())
+    assert point.ended(ModuleNotFoundError("x"), None) == ("failed", None)
+
+
+def test_broken_import_reported_by_the_workload_is_a_timeout_after_the_signal(monkeypatch):
+    """Seen on the test cluster: the signal broke transformers' lazy import, and the workload reported a missing
+    engine (`unsupported`, EngineMissing: Could not import module 'AutoModelForCausalLM')."""
+    import threading
+
+    from jobs import point
+    from jobs.workloads import Result
+
+    missing = Result(samples={}, status="unsupported", error_type="EngineMissing",
+                     error="Could not import module 'AutoModelForCausalLM'")
+    monkeypatch.setattr(watchdog, "LIMIT_SIGNAL", threading.Event())
+    assert point.limited(missing) is missing
+    watchdog.LIMIT_SIGNAL.set()
+    out = point.limited(missing)
+    assert out.status == "timeout" and "ended unsupported (EngineMissing: Could not import" in out.error
+    assert point.limited(Result(samples={"x": [1.0]})).status == "ok"
+
+
+@pytest.mark.parametrize("exit_code,killed", [("0:12", True), ("12:0", True), ("140:0", True), ("1:0", False),
+                                              ("0:9", False), ("", False)])
+def test_job_killed_by_the_limit_signal_itself(exit_code, killed):
+    from jobs import status
+
+    assert status.limit_signal_killed(exit_code) is killed
+
+
+def test_job_that_saw_the_limit_signal_is_recorded_timeout(tmp_path, monkeypatch):
+    """The observer's side (jobs.status --record, the report job): sacct says FAILED, submitit's log says the
+    time-limit signal came."""
+    from jobs import status
+
+    log = tmp_path / "log.err"
+    log.write_text("... Caught signal SIGUSR2 on n1: this job is timed-out.\nModuleNotFoundError: No module named x\n")
+    row = {"point_id": "aaaaaaaaaaaa", "fresh_record": False, "kind": "slurm", "job": "7_0", "submitted": None,
+           "job_state": {"state": "failed", "native": "FAILED", "exit_code": "1:0", "elapsed": "00:00:50",
+                         "nodes": "n1"}}
+
+    class Sched:
+        kind, source = "slurm", "sacct"
+
+        def log_paths(self, sweep_dir, job):
+            return [log]
+
+    class M:
+        def spec(self, pid):
+            return _spec(pid)
+
+    monkeypatch.setattr(status, "point_states", lambda *a: [row])
+    monkeypatch.setattr(status, "_scheduler", lambda kind: Sched())
+    assert status.record_ended(tmp_path, M()) == ["aaaaaaaaaaaa"]
+    rec = records.read_record(records.record_path(tmp_path / "points", "aaaaaaaaaaaa"))
+    assert rec["status"] == "timeout" and "killed at the job's time limit" in rec["error"]["message"]
+
+
+def test_short_time_limit_is_warned_at_plan_time(make_cfg):
+    from jobs.schedulers import slurm
+
+    pts = {m: [plan.make_point(make_cfg("cluster=localslurm", f"cluster.time_limit=00:0{m}:00"), [])]
+           for m in (1, 2, 3)}
+    assert [len(slurm.short_limits({str(m): p})) for m, p in pts.items()] == [1, 1, 0]
+    (why,) = slurm.short_limits({"g": pts[1]})
+    assert "time limit of 1 min sends Slurm's time-limit signal after 45 s" in why and "at least 3 min" in why
+
+
+@pytest.mark.parametrize("state,refused", [("idle", False), ("mix", False), ("idle~", False), ("drain", True),
+                                           ("drng", True), ("down*", True), ("idle*", True), ("down", True)])
+def test_drained_or_down_nodes_refused_at_plan_time(make_cfg, monkeypatch, state, refused):
+    from jobs.schedulers import slurm
+
+    monkeypatch.setattr(slurm, "_run", lambda cmd, timeout=60: f"cpu*|localhost|8|16000|(null)|2:00:00|{state}\n")
+    monkeypatch.setattr(slurm, "_associations", lambda: None)
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: "/usr/bin/" + name)
+    p = plan.make_point(make_cfg("cluster=localslurm"), [])
+    found = slurm.check({"g": [p]}, p.cfg["cluster"])
+    assert bool(found) is refused, found
+    if refused:
+        assert f"localhost ({state}) take no jobs" in found[0][1] and "ReqNodeNotAvail" in found[0][1]
+
+
+def test_pending_reason_of_every_pending_group_is_shown():
+    from jobs import status
+
+    rows = [{"state": "pending", "group": "g1", "detail": "", "job_state": {"state": "pending", "reason": r}}
+            for r in ("ReqNodeNotAvail, UnavailableNodes:n1", "ReqNodeNotAvail, UnavailableNodes:n1", "Priority")]
+    rows += [{"state": "pending", "group": "g2", "detail": "", "job_state": {"state": "running"}},
+             {"state": "ok", "group": "g3", "detail": "", "job_state": {}}]
+    assert status.pending_reasons(rows) == {
+        "g1": "Priority (1 point(s)); ReqNodeNotAvail, UnavailableNodes:n1 (2 point(s))",
+        "g2": "behind another point of its array task (1 point(s))"}
+
+
+def test_reused_job_id_marks_the_lost_array_not_sent(make_cfg, tmp_path, capsys):
+    """slurmctld killed mid-submission and restarted: it issues a lost array's job id again. The lost array is
+    marked not sent (kept so on reload), status says so, and it is not taken as queued: the same command resends it."""
+    from jobs import status, submit
+
+    pts = [plan.make_point(make_cfg(f"seed={i}"), [f"seed={i}"]) for i in range(2)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    for key, p in zip("ab", pts):
+        m.add_group(entry, key, [p], submitted=None, save=False)
+    m.save()
+    m.sent(entry, "a", submitted=records.now(), job_id="7", tasks=["7"])
+    m.sent(entry, "b", submitted=records.now(), job_id="7", tasks=["7"])
+    assert "array a (1 point(s)) was lost: job id 7 was issued again" in capsys.readouterr().err
+    again = Manifest.load(tmp_path)   # from the journal
+    assert again.job_ids() == ["7"]
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, again, jobs={"7": {"state": "running",
+                                                                                    "native": "RUNNING"}})}
+    assert rows[pts[0].point_id]["state"] == "not submitted" and "lost" in rows[pts[0].point_id]["detail"]
+    assert rows[pts[1].point_id]["state"] == "running"
+    assert set(submit.active_points(again, {"7": {"state": "running"}})) == {pts[1].point_id}
+
+
+def test_multi_rank_job_ends_when_a_rank_dies(make_cfg):
+    from jobs.schedulers import slurm
+
+    r2 = plan.resources_for(make_cfg("cluster=localslurm", "cards=2"))
+    assert slurm.sbatch_params(r2, "n", array_parallelism=1)["srun_args"] == ["--kill-on-bad-exit=1"]
+    r1 = plan.resources_for(make_cfg("cluster=localslurm", "cards=1"))
+    assert "srun_args" not in slurm.sbatch_params(r1, "n", array_parallelism=1)

@@ -26,7 +26,8 @@ KINDS = {"local": "jobs.schedulers.local", "slurm": "jobs.schedulers.slurm"}
 ACTIVE = frozenset({"pending", "running"})   # job states that may still write a record
 
 # A job's state as poll() gives it: "state" (pending, running, or how it ended: ok, failed, oom, timeout,
-# cancelled, unknown), "native" (the scheduler's own word for it), "exit_code", "elapsed", "nodes" (strings).
+# cancelled, unknown), "native" (the scheduler's own word for it), "exit_code", "elapsed", "nodes" (strings);
+# "reason" where the scheduler says why a job waits (Slurm's pending reason: Priority, ReqNodeNotAvail, ...).
 JobState = dict[str, str]
 
 
@@ -97,6 +98,10 @@ class Scheduler(ABC):
     @abstractmethod
     def check(self, groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
         """Plan time: (where, why) for every reason the site would refuse a group (partitions, sizes, accounts)."""
+
+    def warnings(self, groups: dict[str, list[Point]]) -> list[str]:
+        """Plan time: what is allowed but likely to go wrong (printed as `warning:` lines; nothing is refused)."""
+        return []
 
     def limits(self, cluster: dict[str, Any]) -> Limits:
         """What the site lets this user queue now (a cluster file's `limits:` may only lower it)."""

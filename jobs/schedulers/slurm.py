@@ -64,16 +64,26 @@ def _run(cmd: list[str], timeout: float = 60) -> str:
 # ---- what the cluster offers -------------------------------------------------------------------------------
 
 def nodes() -> list[dict[str, Any]]:
-    """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time.
+    """One row per partition and node (one sinfo call): partition, default, node, cpus, mem_mb, gres, max_time,
+    state (sinfo's short state: idle, mix, alloc, drain, down*, ...).
 
     CPUs and memory are 0 where sinfo does not say (e.g. N/A)."""
     rows = []
-    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l"]).splitlines():
-        part, node, cpus, mem, gres, limit = (line.split("|") + [""] * 6)[:6]
+    for line in _run(["sinfo", "-h", "-a", "-N", "-o", "%P|%N|%c|%m|%G|%l|%t"]).splitlines():
+        part, node, cpus, mem, gres, limit, state = (line.split("|") + [""] * 7)[:7]
         rows.append({"partition": part.strip().rstrip("*"), "default": part.strip().endswith("*"),
                      "node": node.strip(), "cpus": _int(cpus) or 0, "mem_mb": _int(mem) or 0,
-                     "gres": parse_gres(gres), "max_time": limit.strip()})
+                     "gres": parse_gres(gres), "max_time": limit.strip(), "state": state.strip()})
     return rows
+
+
+# Node states (sinfo %t) in which a node takes no new job; a trailing '*' means it does not respond.
+UNUSABLE = ("down", "drain", "drng", "fail", "failg", "inval", "maint", "unk")
+
+
+def usable(state: str) -> bool:
+    """Can a node in this sinfo state start a job (now, or once it powered up or its jobs ended)?"""
+    return not state.endswith("*") and state.rstrip("~#!%$@^-+") not in UNUSABLE
 
 
 def user_accounts() -> tuple[str | None, list[str]]:
@@ -97,7 +107,7 @@ def partitions() -> dict[str, dict[str, Any]]:
         p = out.setdefault(row["partition"], {"nodes": 0, "limit": row["max_time"], "hosts": {}})
         if row["node"] not in p["hosts"]:
             p["hosts"][row["node"]] = {"cpus": row["cpus"] or None, "mem_mb": row["mem_mb"] or None,   # None: unknown
-                                       "gres": row["gres"]}
+                                       "gres": row["gres"], "state": row.get("state", "")}
             p["nodes"] += 1
     return out
 
@@ -204,6 +214,12 @@ def _check_request(r: Resources, p: Point, part: dict[str, Any]) -> list[str]:
             asked = ", ".join(f"{w}={n}" for w, n in needs.items())
             problems.append(f"needs {r.nodes} node(s) with {asked} each, but partition {r.partition} has "
                             f"{len(fit)} such node(s)")
+        elif len([h for h in fit if usable(h.get("state", ""))]) < r.nodes:   # the job would pend on them
+            down = ", ".join(f"{n} ({h['state']})" for n, h in part["hosts"].items() if not usable(h.get("state", "")))
+            problems.append(f"needs {r.nodes} node(s) but partition {r.partition} has "
+                            f"{len([h for h in fit if usable(h.get('state', ''))])} usable: {down} take no jobs "
+                            "(drained or down; sinfo -R says why); the job would pend (ReqNodeNotAvail) until an "
+                            "administrator resumes them")
     limit = _slurm_minutes(part["limit"])
     if limit is not None and r.time_min > limit:
         own = ((p.cfg["cluster"].get("per_hardware") or {}).get(hw) or {}).get("time_limit") is not None
@@ -284,15 +300,41 @@ def python_command(cluster: dict[str, Any], container: str | None) -> str:
     return f"{container} {python}" if container else python
 
 
+def signal_delay_s(time_min: int) -> int:
+    """How long before the time limit Slurm sends submitit's USR2 (its time-limit warning)."""
+    return max(10, min(90, time_min * 60 // 4))
+
+
+# A worker imports torch and its workload and builds the model before a point measures anything: tens of seconds.
+MIN_WORK_S = 120
+
+
+def short_limits(groups: dict[str, list[Point]]) -> list[str]:
+    """Groups whose time limit sends Slurm's warning signal before a worker is likely to have started measuring."""
+    out = []
+    enough = next(t for t in range(1, 60) if t * 60 - signal_delay_s(t) >= MIN_WORK_S)
+    for key, pts in groups.items():
+        r = pts[0].resources
+        before = r.time_min * 60 - signal_delay_s(r.time_min)
+        if before < MIN_WORK_S:
+            out.append(f"group {key}: its time limit of {r.time_min} min sends Slurm's time-limit signal after "
+                       f"{before} s, likely before its worker has imported its libraries and built the model; its "
+                       f"points may end as timeout without a measurement; a limit of at least {enough} min leaves time "
+                       "(cluster.time_limit)")
+    return out
+
+
 def sbatch_params(r: Resources, name: str, *, array_parallelism: int) -> dict[str, Any]:
     """submitit SlurmExecutor parameters for one resource group (also what dry runs print)."""
     params: dict[str, Any] = {
         "job_name": name, "nodes": r.nodes, "ntasks_per_node": r.tasks_per_node, "time": r.time_min,
         "array_parallelism": max(1, array_parallelism),
         # submitit's USR2 before the limit: the point writes a timeout record while it still can.
-        "signal_delay_s": max(10, min(90, r.time_min * 60 // 4)),
+        "signal_delay_s": signal_delay_s(r.time_min),
         "setup": list(r.setup), "stderr_to_stdout": False,
     }
+    if r.nodes * r.tasks_per_node > 1:   # a rank that dies (at rendezvous, in a collective) ends the whole step
+        params["srun_args"] = ["--kill-on-bad-exit=1"]   # at once, freeing the allocation: no rank waits alone
     for key, value in (("partition", r.partition), ("cpus_per_task", r.cpus_per_task),
                        ("account", r.account), ("qos", r.qos)):
         if value is not None:
@@ -371,12 +413,14 @@ def states(job_ids: list[str]) -> dict[str, dict[str, str]]:
         jid, state, exit_code, elapsed, nodes = (line.split("|") + [""] * 5)[:5]
         _put(out, jid, state, exit_code=exit_code, elapsed=elapsed, nodes=nodes)
     try:
-        queued = _run(["squeue", "-h", "-r", "-j", arrays, "-o", "%i|%T|%M|%N"])
+        queued = _run(["squeue", "-h", "-r", "-j", arrays, "-o", "%i|%T|%M|%N|%r"])
     except SlurmError:  # squeue answers "Invalid job id" once every job has left the queue
         queued = ""
     for line in queued.splitlines():
-        jid, state, elapsed, nodes = (line.split("|") + [""] * 4)[:4]
-        _put(out, jid, state, exit_code="", elapsed=elapsed, nodes=nodes)
+        jid, state, elapsed, nodes, reason = (line.split("|") + [""] * 5)[:5]
+        reason = reason.strip()
+        _put(out, jid, state, exit_code="", elapsed=elapsed, nodes=nodes,
+             **({"reason": reason} if reason and reason != "None" else {}))
     for task in job_ids:  # sacct may list a pending array as one row under its bare id
         array = task.split("_")[0]
         if task not in out and array in out:
@@ -422,6 +466,9 @@ class Slurm(BatchScheduler):
 
     def check(self, groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
         return check(groups, cluster)
+
+    def warnings(self, groups: dict[str, list[Point]]) -> list[str]:
+        return short_limits(groups)
 
     def limits(self, cluster: dict[str, Any]) -> Limits:
         return limits(cluster.get("account"), cluster.get("limits"))
