@@ -211,6 +211,9 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                    info=info, energy={"meter": meter.name, "devices": world * per_task},
                    error=None if result.status == "ok" else records.error_info(
                        type_=result.error_type, message=result.error or f"workload checks failed: {result.info}"))
+            for also in result.also:
+                _write_also(spec, cfg, also, point_dir.parent, start, device, hosts,
+                            energy={"meter": meter.name, "devices": world * per_task}, info=info)
         return result.status
     except BaseException as exc:
         tb = "".join(traceback.format_exception(exc))
@@ -289,6 +292,25 @@ def job_function(specs: list[dict[str, Any]], runner=run_point):
     """The callable submitit runs for these points (`runner`: run_point, or run_points for a task of several):
     PointJob where one checkpoints, else the runner itself."""
     return PointJob(runner) if any(requeues(s) for s in specs) else runner
+
+
+def _write_also(spec, cfg: dict[str, Any], also: workloads.Also, points_dir: Path, start: str, device, hosts,
+                *, energy: dict[str, Any], info: dict[str, Any]) -> None:
+    """The record of a point measured on the way by another (workloads.Also), under its own id, with the command
+    that asks for it alone; the measuring point's host facts in its info."""
+    from jobs.plan import point_id
+
+    other = {**cfg, "workload": also.workload}
+    wl = workloads.get(other["workload"]["name"])
+    changed = [f"workload.{k}={'null' if v is None else v}" for k, v in also.workload.items()
+               if cfg["workload"].get(k) != v]
+    oid = point_id(other)
+    also_spec = {**spec, "point_id": oid, "cfg": other, "params": {**spec["params"], **wl.params(other)},
+                 "command": " ".join([spec["command"], *changed])}
+    host = {k: v for k, v in info.items() if k.startswith(("cpu_", "load_", "host_"))}
+    files.mkdirs(points_dir / oid)
+    _write(also_spec, points_dir / oid, start, device, hosts, status="ok", samples=also.samples,
+           info={**host, **also.info, "measured_by": spec["point_id"]}, energy={**energy, "meter": "none"})
 
 
 def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:

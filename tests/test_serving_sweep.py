@@ -117,16 +117,23 @@ def test_the_serving_page_draws_the_pareto_front(load_sweep, tmp_path):
 
 def test_the_goodput_search_probes_rates_and_gives_the_highest_within_the_slos(tmp_path):
     name = _name()
-    out = _sweep(tmp_path, name, "workload.mode=rate", "workload.search=goodput", "workload.level=4",
-                 "workload.requests=8", "workload.search_max_probes=4", "workload.slo_tpot_s=0.05",
-                 "sweep.name=search", "sweep.report=false")
+    search = ["workload.mode=rate", "workload.level=4", "workload.requests=8", "workload.slo_tpot_s=0.05",
+              "sweep.name=search", "sweep.report=false"]
+    out = _sweep(tmp_path, name, *search, "workload.search=goodput", "workload.search_max_probes=4")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    (rec,) = _records(tmp_path / "runs" / "search")
+    recs = _records(tmp_path / "runs" / "search")
+    (rec,) = [r for r in recs if r["params"]["search"] == "goodput"]
     probes = json.loads(rec["info"]["search_probes"])
     assert 2 <= len(probes) <= 4 and probes[0]["rate"] == 4
     met = [p["rate"] for p in probes if p["met"]]
     answer = rec["metrics"].get("slo_max_rate_req_s")
     assert (answer["median"] == max(met)) if met else answer is None
+    # every probed rate is a record of its own: the point `mode=rate level=<rate>`, measured by the search
+    probed = {r["params"]["level"]: r for r in recs if r["params"]["search"] is None}
+    assert sorted(probed) == sorted(p["rate"] for p in probes)
+    assert all(r["status"] == "ok" and r["info"]["measured_by"] == rec["point_id"] for r in probed.values())
+    again = _sweep(tmp_path, name, *search)   # the same point asked for alone: already measured
+    assert again.returncode == 0 and "1 already measured" in again.stdout, again.stdout
     assert _none_left(name, 30)
 
 

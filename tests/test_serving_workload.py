@@ -86,6 +86,10 @@ def test_a_server_setting_changes_the_point_id_and_the_server_key(make_cfg):
     assert len({point_id(a), point_id(b), point_id(c)}) == 3
     assert serving._server_key(a) != serving._server_key(b)
     assert serving._server_key(a) == serving._server_key(c)   # another load on the same server: shared
+    # the search's own settings identify only a search
+    assert point_id(make_cfg(SERVING, "workload.search_max_probes=4")) == point_id(a)
+    rate = ("workload.mode=rate", "workload.search=goodput")
+    assert point_id(make_cfg(SERVING, *rate, "workload.search_max_probes=4")) != point_id(make_cfg(SERVING, *rate))
 
 
 def test_the_pareto_front_keeps_points_no_other_beats_on_both_axes():

@@ -11,9 +11,9 @@ import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .base import Ranks, Result, Workload
+from .base import Also, Ranks, Result, Workload
 
-__all__ = ["WORKLOADS", "Ranks", "Result", "Workload", "get", "metric_set", "metric_sets", "names"]
+__all__ = ["WORKLOADS", "Also", "Ranks", "Result", "Workload", "get", "metric_set", "metric_sets", "names"]
 
 if TYPE_CHECKING:
     from jobs.metrics import MetricSet

@@ -98,12 +98,24 @@ def drop(cache: dict) -> None:
 
 
 @dataclass
+class Also:
+    """Another point the run measured on the way (the SLO search's probed rates): its workload section, as a
+    command that asks for that point alone would give it, and what was measured. Rank 0 writes its record too,
+    under that point's own id, so a later sweep asking for it finds it measured."""
+
+    workload: dict[str, Any]
+    samples: dict[str, list[float]]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Result:
     samples: dict[str, list[float]]                       # metric -> one value per timed repeat
     info: dict[str, Any] = field(default_factory=dict)    # scalar facts (checks, sizes)
     status: str = "ok"
     error: str | None = None                              # why, when status is not ok
     error_type: str = "WorkloadCheck"                     # the record's error type, when status is not ok
+    also: list[Also] = field(default_factory=list)        # other points measured on the way, each an ok record
 
 
 class Workload(ABC):

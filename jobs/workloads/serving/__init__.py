@@ -16,7 +16,7 @@ from typing import Any
 
 from jobs import config_schema, measure, noise
 from jobs.vllm_settings import cpu_environment, hpu_environment
-from jobs.workloads import Ranks, Result, Workload
+from jobs.workloads import Also, Ranks, Result, Workload
 from jobs.workloads.base import drop, lengths
 
 from . import dataset as datasets
@@ -104,6 +104,15 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
             "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "arrival": wl["arrival"],
             "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s, "search": wl["search"],
             **({"input_tokens": None, "output_tokens": None, "shape": "dataset"} if wl["dataset"] else {})}
+
+
+def identity(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The workload part of the point id: the search's own settings only where a search runs, so a probed rate's
+    record and the point `mode=rate level=<rate>` asked for alone are one point."""
+    out = config_schema.identity(OPTIONS, cfg["workload"])
+    if not cfg["workload"].get("search"):
+        out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
+    return out
 
 
 def tasks(cfg: dict[str, Any]) -> Ranks:
@@ -246,6 +255,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info["search_probes"] = json.dumps([{"rate": round(p.rate, 6), "met": p.met,
                                              **{k: p.figures.get(k) for k in PROBE_FIGURES}} for p in probes])
         info["search_answer"] = "none met the SLOs" if answer is None else f"{answer:.6g} requests/s"
+        also = [_probe_point(wl, p) for p in probes]
         gathered = None
     else:
         load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=seed)
@@ -256,6 +266,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         gathered = session.finish()
         info.update(sampler.summary())
         info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
+        also = []
     info.update(servers.counter_deltas(before, server.scrape()))
     counts = {k: figures.pop(k) for k in ("requests", "ok_requests", "failed_requests", "cut_short_requests")}
     info.update({k: v for k, v in counts.items() if k != "requests"}, window_s=figures.pop("window_s", None))
@@ -272,7 +283,18 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if not counts["ok_requests"] and not wl["search"]:
         return Result(samples=samples, info=info, status="failed", error_type="NoRequestServed",
                       error=f"none of {counts['requests']} requests was answered in full: {info['first_request_errors']}")
-    return Result(samples=samples, info=info)
+    return Result(samples=samples, info=info, also=also)
+
+
+def _probe_point(wl: dict[str, Any], probe) -> Also:
+    """A probed rate as the point `mode=rate level=<rate>` (no search) would be: its own record and id."""
+    rate = int(probe.rate) if float(probe.rate).is_integer() else probe.rate   # level=8 and a probe at 8.0: one id
+    f = probe.figures
+    info = {k: f[k] for k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s") if k in f}
+    info |= {k: v for k, v in f.items() if k.endswith(("_ci_lo", "_ci_hi"))}
+    return Also(workload={**wl, "mode": "rate", "level": rate, "search": None},
+                samples={k: [float(v)] for k, v in f.items() if v is not None and k in METRICS.names},
+                info={**info, "slo_met": probe.met})
 
 
 PROBE_FIGURES = ("ttft_p99_s", "tpot_p99_s", "output_tok_s", "goodput_req_s", "failed_requests", "ok_requests")
@@ -296,6 +318,7 @@ class Serving(Workload):
     params = staticmethod(params)
     run = staticmethod(run)
     tasks = staticmethod(tasks)
+    identity = staticmethod(identity)
 
 
 WORKLOAD = Serving()
