@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -81,8 +82,9 @@ def test_the_report_keeps_the_engines_apart(mixed):
     cwd, _ = mixed
     site = cwd / "runs" / "mixed" / "site"
     index = (site / "index.html").read_text()
-    assert "Fastest inference configuration with engine vllm:" in index
-    assert "Fastest inference configuration with engine hf:" in index
+    # a headline per engine (fastest, or no clear winner / unconfirmed where the intervals say so)
+    assert re.search(r"inference configurations? with engine vllm[:,]", index), index
+    assert re.search(r"inference configurations? with engine hf[:,]", index), index
     assert "Engine differs: hf vs vllm among the inference points" in index
     page = (site / "inference.html").read_text()
     # every series of a chart names its engine where both ran, and start-up cost is shown per engine
