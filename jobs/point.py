@@ -21,7 +21,7 @@ from typing import Any
 from jobs import files, records, watchdog, workloads
 from jobs.devices import Device, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
-from jobs.plan import nodes_for
+from jobs.plan import dist_timeout_s, nodes_for
 from jobs.workloads.base import Context, drop
 
 
@@ -182,7 +182,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             env.export(set_cuda_visible_devices=False)
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
-            dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
+            dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(seconds=dist_timeout_s(cfg)))
             worker.dist = True
         device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
@@ -194,9 +194,11 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                       cache=worker.cache, workdir=point_dir)
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
+        # Every rank's host, e.g. "n1;n1;n2;n2": where the ranks ran (provenance.nodes is what Slurm allocated).
+        rank_hosts = ";".join(ctx.gather(socket.gethostname()) or [])
         result = workloads.get(cfg["workload"]["name"]).run(cfg, ctx)
         if rank == 0:
-            info = {**result.info, "cpu_cores_pinned": cores,
+            info = {**result.info, "cpu_cores_pinned": cores, "rank_hosts": rank_hosts,
                     **({"cpu_threads_env_late": True} if worker.late else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=info, energy={"meter": meter.name, "devices": world * per_task},
