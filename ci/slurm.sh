@@ -24,7 +24,7 @@ TIMEOUT=60
 # The multi nodes: NODE_PREFIX1.., each in a network namespace of that name with address NET.(10+i) on bridge
 # BRIDGE (NET.1: the controller's address, on the bridge). Only interfaces and addresses made here are touched:
 # the bridge and one veth pair per node (the host end on the bridge, the other end inside the node's namespace).
-MULTI_COUNT=2
+MULTI_COUNT=3                   # a 2-node point still runs with one of them lost (the fault test)
 NODE_PREFIX=asx-n
 NODE_CPUS=4                     # claimed (config_overrides), like localhost's 16
 NODE_MEM=4000
@@ -351,6 +351,12 @@ upgrade() {
   wait_for slurmctld scontrol ping
   launch_slurm slurmd -N localhost
   wait_for "node localhost to be idle" sh -c "sinfo -h -n localhost -o %t | grep -Eq '^(idle|mix|alloc)'"
+  local node
+  for node in $(nodes); do   # the multi nodes' slurmd read the new configuration too (nodes_start starts them)
+    pid=$(cat "$NODES_DIR/$node/run/slurmd.pid" 2>/dev/null) || continue
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do node_running "$node" || break; sleep 0.1; done
+  done
 }
 
 cmd_start() {

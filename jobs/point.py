@@ -223,11 +223,33 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             elif type(exc).__name__ == "UncompletedJobError":
                 why = "stopped by Slurm's signal ahead of the time limit" if status == "timeout" else "preempted"
                 message = f"{why} ({exc})"
+            elif world > 1 and (lost := lost_nodes(hosts)):
+                ranks = [f"{h} (ranks {i * local_world}-{(i + 1) * local_world - 1})" for i, h in enumerate(hosts)
+                         if h in lost]
+                message = (f"lost node(s) {', '.join(ranks)}: its slurmd does not answer; the ranks here stopped "
+                           f"waiting for theirs after cluster.dist_timeout ({dist_timeout_s(cfg)} s): {exc}")
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
             files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
+
+
+SLURMD_PORT = 6818   # Slurm's default SlurmdPort: each node of a job runs its slurmd there
+
+
+def lost_nodes(hosts: list[str], port: int = SLURMD_PORT, timeout_s: float = 3.0) -> list[str]:
+    """The job's other nodes whose slurmd does not take a TCP connection within `timeout_s`: the node is gone (or
+    cut off from this one). Asked by rank 0 when a point of several nodes fails, to name the node in its record."""
+    me, out = socket.gethostname(), []
+    for host in dict.fromkeys(hosts):
+        if host == me:
+            continue
+        try:
+            socket.create_connection((host, port), timeout=timeout_s).close()
+        except OSError:
+            out.append(host)
+    return out
 
 
 def requeues(spec: dict[str, Any]) -> bool:
