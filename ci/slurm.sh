@@ -293,13 +293,12 @@ node_kill() {
 nodes_stop() {
   local node pid i
   for node in $(nodes); do
-    node_running "$node" || continue
-    pid=$(cat "$NODES_DIR/$node/run/slurmd.pid" 2>/dev/null) || continue
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do node_running "$node" || break; sleep 0.1; done
-    node_kill "$node"
+    if node_running "$node" && pid=$(cat "$NODES_DIR/$node/run/slurmd.pid" 2>/dev/null); then
+      kill -TERM "$pid" 2>/dev/null || true
+      for ((i = 0; i < 100; i++)); do node_running "$node" || break; sleep 0.1; done
+    fi
+    node_kill "$node"   # whatever is left in its namespace (slurmstepd, tasks)
   done
-  net_down
 }
 
 nodes_start() {
@@ -419,6 +418,7 @@ cmd_stop() {
     running "$d" && { log "WARNING: $d (pid $pid) ignored SIGTERM, killing"; kill -KILL "$pid" 2>/dev/null || true; sleep 1; }
     rm -f "$RUN/$d.pid"
   done
+  net_down   # last: the bridge holds slurmctld's address
   log "stopped"
 }
 
@@ -439,6 +439,7 @@ case ${1:-} in
   stop) cmd_stop ;;
   status) cmd_status ;;
   node-stop) node_kill "${2:?node-stop NODE}" ;;
-  node-start) node_start "${2:?node-start NODE}"; wait_for "node $2 to be idle" node_alive "$2" ;;
+  node-start) mkdir -p "$NODES_DIR"; net_up; node_start "${2:?node-start NODE}"
+    wait_for "node $2 to be idle" node_alive "$2" ;;
   *) echo "usage: $0 start|stop|status|node-stop NODE|node-start NODE" >&2; exit 2 ;;
 esac
