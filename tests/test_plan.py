@@ -167,3 +167,23 @@ def test_per_hardware_is_validated(make_cfg, override, message):
     with pytest.raises(plan.SweepRejected) as err:
         plan.plan([([override], cfg)])
     assert err.value.problems[0][0] == "cluster" and message in err.value.problems[0][1]
+
+
+def test_dist_timeout_is_stated_and_checked(make_cfg):
+    """cluster.dist_timeout: how long ranks wait for each other in torch.distributed (jobs.point) before failing."""
+    assert plan.dist_timeout_s(make_cfg()) == 600                                   # unset: 10 minutes
+    assert plan.dist_timeout_s(make_cfg("cluster=localslurm-multi", "cluster.dist_timeout=00:00:20")) == 20
+    bad = plan.make_point(make_cfg("+cluster.dist_timeout=soon"), []).problems
+    assert bad == [("cluster.dist_timeout: time limit 'soon' is not a duration; use [D-]HH:MM:SS, e.g. 00:30:00 "
+                    "or 1-00:00:00")]
+
+
+def test_lost_nodes_are_those_whose_slurmd_does_not_answer():
+    import socket
+
+    from jobs.point import lost_nodes
+
+    with socket.create_server(("127.0.0.1", 0)) as server:               # a node whose slurmd answers
+        port = server.getsockname()[1]
+        assert lost_nodes([socket.gethostname(), "127.0.0.1", "no-such-node.invalid"], port=port,
+                          timeout_s=1) == ["no-such-node.invalid"]
