@@ -240,16 +240,19 @@ SLURMD_PORT = 6818   # Slurm's default SlurmdPort: each node of a job runs its s
 
 def lost_nodes(hosts: list[str], port: int = SLURMD_PORT, timeout_s: float = 3.0) -> list[str]:
     """The job's other nodes whose slurmd does not take a TCP connection within `timeout_s`: the node is gone (or
-    cut off from this one). Asked by rank 0 when a point of several nodes fails, to name the node in its record."""
-    me, out = socket.gethostname(), []
-    for host in dict.fromkeys(hosts):
-        if host == me:
-            continue
+    cut off from this one). Asked by rank 0 when a point of several nodes fails, to name the node in its record.
+    None are named where this node's own slurmd does not answer there either (another SlurmdPort: cannot tell)."""
+    def answers(host: str) -> bool:
         try:
             socket.create_connection((host, port), timeout=timeout_s).close()
+            return True
         except OSError:
-            out.append(host)
-    return out
+            return False
+
+    me = socket.gethostname()
+    if not answers(me):
+        return []
+    return [host for host in dict.fromkeys(hosts) if host != me and not answers(host)]
 
 
 def requeues(spec: dict[str, Any]) -> bool:

@@ -183,7 +183,9 @@ def test_lost_nodes_are_those_whose_slurmd_does_not_answer():
 
     from jobs.point import lost_nodes
 
-    with socket.create_server(("127.0.0.1", 0)) as server:               # a node whose slurmd answers
+    with socket.create_server(("", 0)) as server:                        # this node's slurmd, and 127.0.0.1's
         port = server.getsockname()[1]
         assert lost_nodes([socket.gethostname(), "127.0.0.1", "no-such-node.invalid"], port=port,
                           timeout_s=1) == ["no-such-node.invalid"]
+    # nothing listens there now, not even on this node: another SlurmdPort, so nothing can be told
+    assert lost_nodes([socket.gethostname(), "no-such-node.invalid"], port=port, timeout_s=1) == []
