@@ -43,7 +43,7 @@ BASE = ("cluster=localslurm-multi", "hardware=cpu", "hardware.cards_per_node=2",
         "workload.noise.target=null", "sweep.poll_s=1", "sweep.poll_max_s=2")
 SUPERRES = ("workload=superres", "workload.phase=train", "model.config.block_out_channels=[8,16]",
             "model.config.norm_num_groups=4")
-FINETUNE = ("workload=finetune", "workload.strategy=ddp,fsdp", "model=tiny-llama", "model.config.vocab_size=512",
+FINETUNE = ("workload=finetune", "workload.strategy=ddp,fsdp,zero3", "model=tiny-llama", "model.config.vocab_size=512",
             "model.config.hidden_size=64", "model.config.intermediate_size=128", "workload.seq_len=32",
             "workload.batch_size=2", "workload.grad_accum=1", "workload.warmup_steps=1", "workload.repeats=3",
             "workload.lr=0.01", "workload.lora.rank=8", "workload.lora.alpha=16", "workload.lora.dropout=0.0")
@@ -75,7 +75,7 @@ def assert_spans_two_nodes(rec: dict) -> list[str]:
 
 
 def test_ddp_points_run_over_two_nodes(tmp_path):
-    """Super-resolution training, fine-tuning with ddp and fsdp, inference with hf replicas: cards=4 on 2 nodes.
+    """Super-resolution training, fine-tuning with ddp, fsdp and zero3 (DeepSpeed), inference with hf replicas: cards=4 on 2 nodes.
     Rank 0 writes the one record; provenance lists both nodes; energy is one reading per node summed (no RAPL
     counters on this machine: meter none)."""
     for workload in (SUPERRES, FINETUNE, INFERENCE):   # queued together, then waited for together
@@ -83,9 +83,9 @@ def test_ddp_points_run_over_two_nodes(tmp_path):
     sweep_dir = tmp_path / "runs/multi"
     from jobs.submit import wait
 
-    assert wait(sweep_dir, poll_s=1, poll_max_s=2) == {"ok": 4}
+    assert wait(sweep_dir, poll_s=1, poll_max_s=2) == {"ok": 5}
     recs = point_records(sweep_dir)
-    assert sorted(r["params"]["workload"] for r in recs) == ["finetune", "finetune", "inference", "superres"]
+    assert sorted(r["params"]["workload"] for r in recs) == ["finetune"] * 3 + ["inference", "superres"]
     for rec in recs:
         records.validate(rec)
         assert rec["status"] == "ok", rec.get("error")
@@ -99,7 +99,7 @@ def test_ddp_points_run_over_two_nodes(tmp_path):
         hosts = subprocess.run(["scontrol", "show", "hostnames", listed[0].split("|")[0]], capture_output=True,
                                text=True, check=True).stdout.split()
         assert hosts == nodes, listed   # the job may still be ending: the record comes before its end
-    assert {r["params"].get("strategy") for r in recs if r["params"]["workload"] == "finetune"} == {"ddp", "fsdp"}
+    assert {r["params"].get("strategy") for r in recs if r["params"]["workload"] == "finetune"} == {"ddp", "fsdp", "zero3"}
 
 
 def test_vllm_over_two_nodes_is_rejected_before_submission(tmp_path):
