@@ -243,6 +243,10 @@ net_up() {
   for ((i = 1; i <= MULTI_COUNT; i++)); do
     node=$NODE_PREFIX$i
     [[ -e /run/netns/$node ]] || ip netns add "$node"
+    # a host end left from a namespace deleted a moment ago (the kernel frees the pair asynchronously) goes first
+    if ! ip -n "$node" link show eth0 >/dev/null 2>&1; then
+      ip link del "$node-h" 2>/dev/null || true
+    fi
     if ! ip link show "$node-h" >/dev/null 2>&1; then
       ip link add "$node-h" type veth peer name eth0 netns "$node"
       ip link set "$node-h" master "$BRIDGE"
@@ -256,7 +260,10 @@ net_up() {
 
 net_down() {
   local node
-  for node in $(nodes); do [[ -e /run/netns/$node ]] && ip netns del "$node"; done   # its veth pair goes too
+  for node in $(nodes); do
+    ip link del "$node-h" 2>/dev/null || true   # the veth pair, both ends
+    [[ -e /run/netns/$node ]] && ip netns del "$node"
+  done
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
   return 0
 }
