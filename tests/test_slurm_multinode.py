@@ -165,7 +165,7 @@ def test_a_node_lost_mid_point_fails_it_naming_the_node_and_the_rerun_uses_the_n
     assert rec["status"] == "failed" and rec["error"]["message"].startswith(f"lost node(s) {lost} (ranks 2-3)"), \
         rec["error"]
     assert f"cluster.dist_timeout ({timeout_s} s)" in rec["error"]["message"]
-    assert timeout_s <= waited < timeout_s + 60, waited
+    assert waited < timeout_s + 60, waited   # (less than timeout_s where rank 0 was waiting before the kill)
     assert rec["provenance"]["nodes"] == nodes
     assert _squeue(job, "%T") == "RUNNING"   # Slurm does not know yet: the node has not answered its pings
     subprocess.run(["scontrol", "update", f"nodename={lost}", "state=down", "reason=accelsweep test: node killed"],
