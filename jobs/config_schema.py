@@ -185,6 +185,7 @@ SCHEMA: dict[str, Any] = {
         "per_hardware": Open(None, null=True), "setup": Strs(null=True), "python": Str(null=True),
         "report": Open(None, null=True),
         "limits": Open(Int(min=1, null=True), null=True),   # max_array_size, max_submit_jobs (jobs.cluster init)
+        "dist_timeout": Str(null=True),   # torch.distributed's rendezvous and collective timeout (jobs.point)
     },
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
 }

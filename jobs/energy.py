@@ -38,6 +38,20 @@ class NoneMeter:
         return None
 
 
+class NodeCounted:
+    """A rank's meter where a node-wide counter (RAPL) is read by another rank of its node (local rank 0): its
+    energy is in that reading, so it adds 0 J. The ranks' sum (measure.energy) is then one reading per node, the
+    sum over the nodes; a node whose owner has no reading (None) still leaves the whole sum out."""
+
+    name = "rapl"
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> float:
+        return 0.0
+
+
 class RaplMeter:
     """Intel/AMD RAPL package counters (node-wide: only one rank per node should own it)."""
 
@@ -372,8 +386,8 @@ def make_meter(choice: str, device_kind: str, owns_node_counter: bool, *, device
     if kind == "none":
         return NoneMeter()
     if kind == "rapl":
-        if not owns_node_counter:
-            return NoneMeter()
+        if not owns_node_counter:   # local rank 0 reads the node's counter; RaplMeter's absence shows there
+            return NodeCounted()
         try:
             meter = RaplMeter()
             meter.start()  # unreadable counters (permissions) fail here, not after the run

@@ -348,11 +348,27 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
                         "checkpoint (no config.json in it); point model.path at a local checkpoint directory")
     if cfg["energy"] not in ENERGY_CHOICES:
         problems.append(f"energy={cfg['energy']!r} is not a meter; allowed: {', '.join(ENERGY_CHOICES)}")
-    try:
-        parse_duration(cluster["time_limit"])
-    except ValueError as exc:
-        problems.append(str(exc))
+    for key in ("time_limit", "dist_timeout"):
+        if key == "time_limit" or cluster.get(key) is not None:
+            try:
+                parse_duration(cluster[key])
+            except ValueError as exc:
+                problems.append(str(exc) if key == "time_limit" else f"cluster.{key}: {exc}")
     return problems
+
+
+DIST_TIMEOUT = "00:10:00"   # torch.distributed's timeout where the cluster file sets none (its own default too)
+
+
+def dist_timeout_s(cfg: dict[str, Any]) -> int:
+    """Seconds a rank waits in torch.distributed's rendezvous or in a collective for its peers before it fails
+    (cluster.dist_timeout, [D-]HH:MM:SS): a lost rank or node ends the point after this, not at the time limit."""
+    text = (cfg.get("cluster") or {}).get("dist_timeout") or DIST_TIMEOUT
+    m = _DURATION.match(str(text).strip())
+    if not m:
+        raise ValueError(f"cluster.dist_timeout={text!r} is not a duration; use [D-]HH:MM:SS")
+    days, h, mi, s = (int(g or 0) for g in m.groups())
+    return ((days * 24 + h) * 60 + mi) * 60 + s
 
 
 def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],

@@ -23,7 +23,7 @@ from typing import Any
 from jobs import files, records, watchdog, workloads
 from jobs.devices import Device, HostLoad, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
-from jobs.plan import nodes_for
+from jobs.plan import dist_timeout_s, nodes_for
 from jobs.workloads.base import Context, drop
 
 
@@ -188,7 +188,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             env.export(set_cuda_visible_devices=False)
             if device_kind == "hpu":  # registers the hccl backend with torch.distributed
                 import habana_frameworks.torch.distributed.hccl  # noqa: F401
-            dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(minutes=10))
+            dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(seconds=dist_timeout_s(cfg)))
             worker.dist = True
         device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
@@ -200,12 +200,14 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                       cache=worker.cache, workdir=point_dir)
         # Every rank's pinned cores, e.g. "0;1" for two ranks of one core each ("none": not pinned).
         cores = ";".join(c or "none" for c in ctx.gather(cpu["cpu_cores"]) or [])
+        # Every rank's host, e.g. "n1;n1;n2;n2": where the ranks ran (provenance.nodes is what Slurm allocated).
+        rank_hosts = ";".join(ctx.gather(socket.gethostname()) or [])
         load = HostLoad().start()
         result = limited(workloads.get(cfg["workload"]["name"]).run(cfg, ctx))
         # rank 0's cores (no collective here: a rank that failed after the workload's last one must not hang it)
         host = load.stop()
         if rank == 0:
-            info = {**result.info, "cpu_cores_pinned": cores, **host,
+            info = {**result.info, "cpu_cores_pinned": cores, "rank_hosts": rank_hosts, **host,
                     **({"cpu_threads_env_late": True} if worker.late else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=info, energy={"meter": meter.name, "devices": world * per_task},
@@ -224,6 +226,11 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         if rank == 0:
             others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
             status, message = ended(exc, worker.owner)
+            if message is None and world > 1 and (lost := lost_nodes(hosts)):
+                ranks = [f"{h} (ranks {i * local_world}-{(i + 1) * local_world - 1})" for i, h in enumerate(hosts)
+                         if h in lost]
+                message = (f"lost node(s) {', '.join(ranks)}: its slurmd does not answer; the ranks here stopped "
+                           f"waiting for theirs after cluster.dist_timeout ({dist_timeout_s(cfg)} s): {exc}")
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         else:
@@ -256,6 +263,26 @@ def ended(exc: BaseException, owner: dict[str, Any] | None) -> tuple[str, str | 
         return "timeout", (f"Slurm's time-limit signal came while the point ran; it then ended with "
                            f"{type(exc).__name__}: {exc}")
     return status, None
+
+
+SLURMD_PORT = 6818   # Slurm's default SlurmdPort: each node of a job runs its slurmd there
+
+
+def lost_nodes(hosts: list[str], port: int = SLURMD_PORT, timeout_s: float = 3.0) -> list[str]:
+    """The job's other nodes whose slurmd does not take a TCP connection within `timeout_s`: the node is gone (or
+    cut off from this one). Asked by rank 0 when a point of several nodes fails, to name the node in its record.
+    None are named where this node's own slurmd does not answer there either (another SlurmdPort: cannot tell)."""
+    def answers(host: str) -> bool:
+        try:
+            socket.create_connection((host, port), timeout=timeout_s).close()
+            return True
+        except OSError:
+            return False
+
+    me = socket.gethostname()
+    if not answers(me):
+        return []
+    return [host for host in dict.fromkeys(hosts) if host != me and not answers(host)]
 
 
 def requeues(spec: dict[str, Any]) -> bool:

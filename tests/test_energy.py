@@ -6,7 +6,17 @@ import types
 import pytest
 
 from jobs import energy
-from jobs.energy import CHOICES, AmdSmiMeter, HlSmiMeter, NoneMeter, NvmlMeter, RaplMeter, make_meter, parse_hlsmi_power
+from jobs.energy import (
+    CHOICES,
+    AmdSmiMeter,
+    HlSmiMeter,
+    NodeCounted,
+    NoneMeter,
+    NvmlMeter,
+    RaplMeter,
+    make_meter,
+    parse_hlsmi_power,
+)
 
 
 def _domain(root, name, value, max_range=1000):
@@ -35,9 +45,32 @@ def test_rapl_absent(tmp_path):
 
 def test_meter_choice():
     assert isinstance(make_meter("none", "cpu", True), NoneMeter)
-    assert isinstance(make_meter("auto", "cpu", False), NoneMeter)   # another rank owns the node counter
+    assert isinstance(make_meter("auto", "cpu", False), NodeCounted)   # another rank owns the node counter
     with pytest.raises(ValueError, match="allowed: auto, none, rapl"):
         make_meter("joulemeter", "cpu", True)
+
+
+def test_rapl_energy_is_summed_per_node(tmp_path, monkeypatch):
+    """2 nodes x 2 ranks: each node's local rank 0 reads its node's RAPL counter, the other rank adds 0 J, so the
+    point's energy is the sum of one reading per node; a node without a reading leaves the sum out (no undercount)."""
+    from jobs.measure import energy as summed
+
+    nodes = []
+    for n, joules in (("n1", 3.0), ("n2", 5.0)):
+        (tmp_path / n).mkdir()
+        nodes.append((_domain(tmp_path / n, "intel-rapl:0", 0, max_range=10**9), tmp_path / n, joules))
+    readings = []
+    for dom, root, joules in nodes:
+        monkeypatch.setattr(energy, "RaplMeter", lambda root=root: RaplMeter(root))
+        for local_rank in (0, 1):
+            m = make_meter("rapl", "cpu", owns_node_counter=local_rank == 0)
+            m.start()
+            (dom / "energy_uj").write_text(str(int(joules * 1e6)))
+            readings.append({"energy_j": m.stop()})
+    assert [r["energy_j"] for r in readings] == [3.0, 0.0, 5.0, 0.0]
+    assert summed(readings, work=8.0, per_joule="x_per_j") == {"energy_j": [8.0], "x_per_j": [1.0]}
+    readings[2]["energy_j"] = None   # node 2's counter unreadable
+    assert summed(readings, work=8.0, per_joule="x_per_j") == {}
 
 
 # --- vendor meters, faked at the library/subprocess boundary -------------------------------------------

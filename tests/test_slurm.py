@@ -37,6 +37,11 @@ def test_sbatch_params_follow_the_request(make_cfg):
     text = slurm.script(r, 5, "n", slurm.folder(__import__("pathlib").Path("/x")), make_cfg("cluster=localslurm")
                         ["cluster"])
     assert "#SBATCH --array=0-4%4" in text and "#SBATCH --gres=gpu:6" in text and "submitit.core._submit" in text
+    # 2 nodes: not requeued on a lost node (NODE_FAIL), unless its points checkpoint; 1 node: Slurm's default
+    assert p["additional_parameters"] == {"no_requeue": True} and "#SBATCH --no-requeue" in text
+    assert "additional_parameters" not in slurm.sbatch_params(r, "n", array_parallelism=3, requeue=True)
+    one = plan.resources_for(make_cfg("hardware=h100", "workload.engine=hf", "cards=6", "cluster=localslurm"))
+    assert "additional_parameters" not in slurm.sbatch_params(one, "n", array_parallelism=3)
 
 
 def test_cluster_slurm_block_overrides_hardware(make_cfg):

