@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from jobs import records
@@ -186,3 +187,31 @@ def test_a_node_lost_mid_point_fails_it_naming_the_node_and_the_rerun_uses_the_n
     rec = json.loads(path.read_text())
     assert rec["status"] == "ok", rec.get("error")
     assert lost not in assert_spans_two_nodes(rec)
+
+
+def test_strong_scaling_across_the_node_boundary_reaches_the_scaling_page(tmp_path):
+    """workload=superres strong scaling at cards=1,2,4 with 2 cards per node: 4 cards span 2 nodes; the Scaling page
+    marks where the node boundary falls and says which card counts crossed it."""
+    base = [a for a in BASE if not a.startswith("cards=")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", *base, "cards=1,2,4", *SUPERRES,
+                           "workload.scaling=strong", "workload.steps=8", "workload.repeats=5", "sweep.name=strong"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sweep_dir = tmp_path / "runs/strong"
+    from jobs.submit import wait
+
+    assert wait(sweep_dir, poll_s=1, poll_max_s=2) == {"ok": 3}
+    by_cards = {r["params"]["cards"]: r for r in point_records(sweep_dir)}
+    assert {c: r["params"]["nodes"] for c, r in by_cards.items()} == {1: 1, 2: 1, 4: 2}
+    assert_spans_two_nodes(by_cards[4])
+    for step in (["analysis.aggregate", str(sweep_dir)],
+                 ["report.build", str(sweep_dir), "--out", str(sweep_dir / "site")]):
+        subprocess.run([sys.executable, "-m", *step], cwd=tmp_path, env=env, check=True, capture_output=True,
+                       timeout=300)
+    table = pd.read_parquet(sweep_dir / "results.parquet").sort_values("cards")
+    print(table[["cards", "nodes", "scaling_efficiency", "scaling_efficiency_lo", "scaling_efficiency_hi",
+                 "images_per_s", "images_per_s_n"]].to_string(index=False))
+    assert table["scaling_efficiency"].notna().all()
+    page = (sweep_dir / "site" / "scaling.html").read_text()
+    assert "more than one node" in page and "4 cards: 2 nodes" in page

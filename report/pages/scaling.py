@@ -15,8 +15,23 @@ import pandas as pd
 from analysis.derived import basis
 from jobs import workloads
 from jobs.metrics import DERIVED, SCALING_EFFICIENCY
-from report.charts import (CONFIG, HEIGHT, NO_DATA, PALETTE, WIDTH, Chart, anchor, fmt_num, interval_text,
-                           limit_series, records, series_marks, series_note, series_stroke, to_spec)
+from report.charts import (
+    CONFIG,
+    HEIGHT,
+    NO_DATA,
+    PALETTE,
+    WIDTH,
+    Chart,
+    anchor,
+    fmt_num,
+    interval_text,
+    limit_series,
+    records,
+    series_marks,
+    series_note,
+    series_stroke,
+    to_spec,
+)
 from report.pages import Page, by_workload, label, legend_title, numeric, ok_rows, per_table, workload_fields
 
 EFF = SCALING_EFFICIENCY
@@ -67,6 +82,7 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
         "cards": ok["cards"].astype(int), "eff": ok[EFF].astype(float), "tput": basis(ok),
         "eff_lo": numeric(ok, f"{EFF}_lo"), "eff_hi": numeric(ok, f"{EFF}_hi"),
         "n": numeric(ok, f"{ms.throughput}_n"), "threads": numeric(ok, "cpu_threads_per_rank"),
+        "nodes": numeric(ok, "nodes"),
         "series": label(ok, fields).to_numpy() if fields else "all points",
         "legend": legend_title(fields)})
     # Points that differ only in what the series leave out (seed, repeats, ...) are shown as their median.
@@ -74,7 +90,8 @@ def _points(ok: pd.DataFrame, ms) -> pd.DataFrame:
     keys = ["workload", "hardware", "model", "kind", "series", "legend", "cards"]
     out = (data.assign(lo_na=data["eff_lo"].isna(), hi_na=data["eff_hi"].isna(), n_na=data["n"].isna())
            .groupby(keys, sort=True)
-           .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"), eff_lo=("eff_lo", "min"),
+           .agg(eff=("eff", "median"), tput=("tput", "median"), points=("eff", "size"), nodes=("nodes", "max"),
+                eff_lo=("eff_lo", "min"),
                 eff_hi=("eff_hi", "max"), lo_na=("lo_na", "any"), hi_na=("hi_na", "any"), n=("n", "sum"),
                 n_na=("n_na", "all"))
            .reset_index())
@@ -160,6 +177,12 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
         layers.insert(0, base.mark_rule(strokeWidth=2, opacity=0.6).encode(
             x=alt.X("bar_x:Q", scale=cards_scale), y=alt.Y("eff_lo:Q"), y2=alt.Y2("eff_hi:Q"),
             stroke=series_stroke("series")))
+    if (edge := node_boundary(d)) is not None:   # where points start to span several nodes (network in the loop)
+        layers.append(alt.Chart(alt.Data(values=[{"x": edge, "label": "more than one node →"}])).mark_rule(
+            color="#999", strokeDash=[2, 3], strokeWidth=1.5).encode(x=alt.X("x:Q", scale=cards_scale)))
+        layers.append(alt.Chart(alt.Data(values=[{"x": edge, "label": "more than one node →"}])).mark_text(
+            align="left", dx=4, dy=8, color="#777", baseline="top").encode(
+            x=alt.X("x:Q", scale=cards_scale), y=alt.value(0), text=alt.Text("label:N")))
     refs = alt.Data(values=[{"y": 1.0, "label": "ideal 1.0", "dash": False},
                             {"y": GOOD, "label": f"{GOOD:g}", "dash": True}])
     ideal = alt.Chart(refs).transform_filter("!datum.dash").mark_rule(color="#555", strokeWidth=1.5).encode(
@@ -174,9 +197,28 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
                                                   + f"; solid: ideal 1.0; dashed: {GOOD:g}"), config=CONFIG)
     summary = (f"at {top} cards: best {fmt_num(b['eff'])} ({b['series']}{_interval(b)})"
                + (f", worst {fmt_num(w['eff'])} ({w['series']}{_interval(w)})" if len(at) > 1 else "")
-               + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + _superlinear(d)
+               + f"; {n_good} of {len(at)} series at or above {GOOD:g}." + node_note(d) + _superlinear(d)
                + threads_note(d) + series_note(shown, total))
     return Chart(chart_id(kind, workload, hw, model), t, summary, to_spec(chart))
+
+
+def node_boundary(d: pd.DataFrame) -> float | None:
+    """The x between the largest card count on one node and the smallest on several, or None where all points ran
+    on one node (or the table says nothing of nodes)."""
+    if "nodes" not in d or not (d["nodes"] > 1).any():
+        return None
+    one, more = d.loc[d["nodes"] <= 1, "cards"], d.loc[d["nodes"] > 1, "cards"]
+    return (float(one.max()) + float(more.min())) / 2 if len(one) else None
+
+
+def node_note(d: pd.DataFrame) -> str:
+    """Which card counts crossed a node boundary (their efficiency includes the network between nodes)."""
+    if node_boundary(d) is None:
+        return ""
+    multi = d[d["nodes"] > 1].groupby("cards")["nodes"].max()
+    return (" Beyond the dotted line the points span several nodes ("
+            + ", ".join(f"{c} cards: {int(n)} nodes" for c, n in multi.items())
+            + "), so their efficiency includes the network between nodes.")
 
 
 def _interval(r: pd.Series) -> str:
