@@ -6,18 +6,7 @@
 #   With the device tool: carry .whl (the core's wheels missing from the image, see docs/how-to/gpu-checks.md; ci/gpu/wheels.sh makes them) and run
 #   bash ci/gpu/mission_h200.sh
 # A node without vLLM records its vllm points as unsupported with the install line (that path is checked too).
-set -euo pipefail
-repo=$PWD
-out=${OUT:-$PWD/gpu-check}
-mkdir -p "$out"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$repo
-else
-  export PYTHONPATH=$repo
-fi
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+source "$(dirname "$0")/env.sh"
 python3 -c "import vllm; print('vllm', vllm.__version__)" 2>/dev/null || echo "vllm not importable here: its points end unsupported"
 cd "$out"
 start=$(date +%s)
