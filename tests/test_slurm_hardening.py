@@ -1,7 +1,9 @@
-"""Slurm rows of the "Bad input and faults" table (docs/explanation/faults.md) (issue 29) on the real test cluster (ci/slurm.sh).
+"""Slurm rows of the "Bad input and faults" table (docs/explanation/faults.md, issue 29) on the real test cluster
+(ci/slurm.sh).
 
-Nothing here drains a node or restarts the controller: the cluster is shared. The plan-time and manifest halves
-of those rows are tested without it in tests/test_hardening.py.
+The drained-node row drains the nodes of the `multi` partition (cluster=localslurm-multi), which no other test of
+this module uses, and resumes them. Nothing here restarts the controller: the manifest half of that row is tested
+without it in tests/test_hardening.py.
 """
 import json
 import socket
@@ -88,3 +90,21 @@ def test_time_limit_signal_during_start_up_is_a_timeout(site):  # noqa: F811
                    text=True, cwd=cwd, env={**env, **HERE}, check=False)
     (rec,) = [json.loads(p.read_text()) for p in (sweep_dir / "points").glob("*/record.json")]
     assert rec["status"] == "timeout", rec["error"]
+
+
+def test_drained_nodes_are_refused_at_plan_time(site, tmp_path):  # noqa: F811
+    """Every node of the partition drained: the sweep is refused before submission (exit 2), naming the nodes and
+    their state, instead of pending with ReqNodeNotAvail; with the nodes back, the same command is accepted."""
+    nodes = "asx-n[1-3]"
+    cmd = [sys.executable, "-m", "jobs.sweep", "-m", "cluster=localslurm-multi", "hardware=cpu",
+           "hardware.cards_per_node=2", "cards=4", "sweep.name=drained", "dry_run=true"]
+    subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=drain", "reason=accelsweep-test"], check=True)
+    try:
+        out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env={**site[1], **HERE}, timeout=300,
+                             check=False)
+        assert out.returncode == 2 and "take no jobs" in out.stderr and "asx-n1" in out.stderr, out.stderr
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], check=True)
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env={**site[1], **HERE}, timeout=300,
+                           check=False)
+    assert again.returncode == 0, again.stderr
