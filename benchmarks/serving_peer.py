@@ -52,9 +52,12 @@ def make_model(directory: Path) -> str:
     return str(directory)
 
 
-def ours(url: str, name: str, n: int, conc: int, inp: int, out: int, seed: int) -> dict[str, float]:
+def ours(url: str, name: str, n: int, conc: int, inp: int, out: int, seed: int, text: bool = False) -> dict[str, float]:
     spec = load.Load("concurrency", conc, requests=n)
-    reqs, window = load.run(url, name, load.prompts(VOCAB, inp, n, seed=seed), out, spec)
+    prompts = load.prompts(VOCAB, inp, n, seed=seed)
+    if text:   # the same ids as the tokenizer's words, sent as text (as vllm bench sends them)
+        prompts = [" ".join(f"w{i}" for i in p) for p in prompts]
+    reqs, window = load.run(url, name, prompts, out, spec)
     s = metrics.summary(reqs, window, cards=1, slo=metrics.Slo())
     assert s["ok_requests"] == n, [r.error for r in reqs if r.error][:3]
     return {k: s[k] for k in FIGURES}
@@ -83,6 +86,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--shape", default="32x32")
+    ap.add_argument("--text", action="store_true", help="accelsweep sends text prompts instead of token ids")
     args = ap.parse_args()
     inp, out = map(int, args.shape.split("x"))
     with tempfile.TemporaryDirectory(prefix="serving-peer-") as tmp_name:
@@ -101,8 +105,9 @@ def main() -> None:
                 order = ("ours", "peer") if i % 2 == 0 else ("peer", "ours")
                 got = {}
                 for side in order:
-                    got[side] = ours(url, "tiny", args.requests, args.concurrency, inp, out, seed=i) if side == \
-                        "ours" else peer(url, "tiny", model, args.requests, args.concurrency, inp, out, i, tmp)
+                    got[side] = ours(url, "tiny", args.requests, args.concurrency, inp, out, seed=i,
+                                     text=args.text) if side == "ours" else \
+                        peer(url, "tiny", model, args.requests, args.concurrency, inp, out, i, tmp)
                 print(f"round {i + 1} ({' then '.join(order)}): " + "; ".join(
                     f"{k} accelsweep {got['ours'][k]:.5g} / vllm bench {got['peer'][k]:.5g}" for k in FIGURES),
                     flush=True)
