@@ -335,7 +335,6 @@ def _write_also(spec, cfg: dict[str, Any], also: workloads.Also, points_dir: Pat
     also_spec = {**spec, "point_id": oid, "cfg": other, "params": {**spec["params"], **wl.params(other)},
                  "command": " ".join([spec["command"], *changed])}
     host = {k: v for k, v in info.items() if k.startswith(("cpu_", "load_", "host_"))}
-    files.mkdirs(points_dir / oid)
     _write(also_spec, points_dir / oid, start, device, hosts, status="ok", samples=also.samples,
            info={**host, **also.info, "measured_by": spec["point_id"]}, energy={**energy, "meter": "none"})
 

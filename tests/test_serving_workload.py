@@ -123,7 +123,7 @@ def test_a_dataset_gives_text_ids_and_sharegpt_prompts_with_their_output_lengths
     path.write_text('{"prompt": "hello there", "output_tokens": 5}\n\n{"prompt_token_ids": [11, 12, 13]}\n'
                     '{"conversations": [{"from": "system", "value": "be brief"}, {"from": "human", "value": "hi"}]}\n')
     assert dataset.read(path, default_output=7) == [("hello there", 5), ([11, 12, 13], 7), ("hi", 7)]
-    prompts, outs = dataset.sample(path, 7, default_output=7, seed=3)
+    prompts, outs = dataset.sample(dataset.read(path, default_output=7), 7, seed=3)
     assert len(prompts) == 7 and sorted(map(str, prompts[:3])) == sorted(map(str, ["hello there", [11, 12, 13], "hi"]))
     assert prompts[3:6] == prompts[:3] and outs[3:6] == outs[:3]
 

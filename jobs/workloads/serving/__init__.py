@@ -62,7 +62,8 @@ def check(cfg: dict[str, Any]) -> list[str]:
         except (OSError, ValueError) as exc:
             problems.append(f"workload.dataset: {exc}" if isinstance(exc, OSError) else str(exc))
         else:
-            if any(isinstance(p, str) for p, _ in lines) and cfg["model"]["init"] != "pretrained" and not wl["endpoint"]:
+            text = any(isinstance(p, str) for p, _ in lines)
+            if text and cfg["model"]["init"] != "pretrained" and not wl["endpoint"]:
                 problems.append(f"workload.dataset={wl['dataset']} has text prompts: the server needs the model's "
                                 "tokenizer (model.init=pretrained model.path=DIR), or give prompt_token_ids")
     if wl["endpoint"] is not None:
@@ -96,14 +97,14 @@ def check(cfg: dict[str, Any]) -> list[str]:
 def params(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = cfg["workload"]
     try:
-        inp, out = lengths(wl)
+        inp, out = (None, None) if wl["dataset"] else lengths(wl)
     except ValueError:
         inp = out = None
     limits = slo(wl)
     return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": wl["endpoint"],
-            "input_tokens": inp, "output_tokens": out, "shape": f"{inp}x{out}", "arrival": wl["arrival"],
-            "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s, "search": wl["search"],
-            **({"input_tokens": None, "output_tokens": None, "shape": "dataset"} if wl["dataset"] else {})}
+            "input_tokens": inp, "output_tokens": out, "shape": "dataset" if wl["dataset"] else f"{inp}x{out}",
+            "arrival": wl["arrival"], "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s,
+            "search": wl["search"]}
 
 
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -227,9 +228,11 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     info: dict[str, Any] = {"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
                             "server_url": server.base_url}
 
+    lines = datasets.read(wl["dataset"], default_output=out) if wl["dataset"] else None
+
     def prompts(n: int, salt: int) -> tuple[list, list[int] | int]:
-        if wl["dataset"]:
-            return datasets.sample(wl["dataset"], n, default_output=out, seed=seed + salt)
+        if lines is not None:
+            return datasets.sample(lines, n, seed=seed + salt)
         return loads.prompts(vocab, inp, n, seed=seed + salt), out
 
     if wl["warmup_requests"]:
@@ -241,7 +244,6 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         reqs, window = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout)
         return summary(reqs, window, int(cfg["cards"]), limits) | {"window_s": window}, reqs
 
-    session = measure.Session(ctx, noise.Settings(), memory=lambda: None)
     before = server.scrape()
     if wl["search"]:
         def probe(rate: float) -> tuple[bool, dict[str, Any]]:
@@ -260,6 +262,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     else:
         load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=seed)
         sampler = servers.Sampler(server)
+        session = measure.Session(ctx, noise.Settings(), memory=lambda: None)
         session.start()
         with sampler:
             figures, reqs = measured(load)
@@ -268,10 +271,9 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
         also = []
     info.update(servers.counter_deltas(before, server.scrape()))
-    counts = {k: figures.pop(k) for k in ("requests", "ok_requests", "failed_requests", "cut_short_requests")}
-    info.update({k: v for k, v in counts.items() if k != "requests"}, window_s=figures.pop("window_s", None))
-    samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
-    info.update({k: v for k, v in figures.items() if k.endswith(("_ci_lo", "_ci_hi"))})
+    samples, facts = split(figures)
+    info.update(facts)
+    counts = {k: figures[k] for k in ("requests", "ok_requests", "failed_requests")}
     if gathered is not None and counts["ok_requests"]:
         produced = samples["output_tok_s"][0] * info["window_s"]
         samples.update(measure.energy(gathered, work=produced, per_joule="tok_per_j"))
@@ -282,18 +284,26 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                             f"requests failed); its log ({server.log}) ends:\n{server.tail()}")
     if not counts["ok_requests"] and not wl["search"]:
         return Result(samples=samples, info=info, status="failed", error_type="NoRequestServed",
-                      error=f"none of {counts['requests']} requests was answered in full: {info['first_request_errors']}")
+                      error=f"none of {counts['requests']} requests was answered in full: "
+                            f"{info['first_request_errors']}")
     return Result(samples=samples, info=info, also=also)
+
+
+def split(figures: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """A load's figures (summary() and its window) as a record's samples (the declared metrics) and info (the
+    request counts, the window, the intervals of the p50 latencies)."""
+    samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
+    info = {k: v for k, v in figures.items()
+            if k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s")
+            or k.endswith(("_ci_lo", "_ci_hi"))}
+    return samples, info
 
 
 def _probe_point(wl: dict[str, Any], probe) -> Also:
     """A probed rate as the point `mode=rate level=<rate>` (no search) would be: its own record and id."""
     rate = int(probe.rate) if float(probe.rate).is_integer() else probe.rate   # level=8 and a probe at 8.0: one id
-    f = probe.figures
-    info = {k: f[k] for k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s") if k in f}
-    info |= {k: v for k, v in f.items() if k.endswith(("_ci_lo", "_ci_hi"))}
-    return Also(workload={**wl, "mode": "rate", "level": rate, "search": None},
-                samples={k: [float(v)] for k, v in f.items() if v is not None and k in METRICS.names},
+    samples, info = split(probe.figures)
+    return Also(workload={**wl, "mode": "rate", "level": rate, "search": None}, samples=samples,
                 info={**info, "slo_met": probe.met})
 
 

@@ -57,9 +57,9 @@ def read(path: str | Path, *, default_output: int, limit: int | None = None) -> 
     return out
 
 
-def sample(path: str | Path, n: int, *, default_output: int, seed: int) -> tuple[list[Prompt], list[int]]:
-    """`n` (prompt, output tokens) pairs: the file's lines shuffled with `seed`, taken in turn."""
-    lines = read(path, default_output=default_output)
+def sample(lines: list[tuple[Prompt, int]], n: int, *, seed: int) -> tuple[list[Prompt], list[int]]:
+    """`n` (prompt, output tokens) pairs from a file's `lines` (read()), shuffled with `seed`, taken in turn."""
+    lines = list(lines)
     random.Random(seed).shuffle(lines)
     picked = [lines[i % len(lines)] for i in range(n)]
     return [p for p, _ in picked], [t for _, t in picked]

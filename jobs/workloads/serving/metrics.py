@@ -92,7 +92,8 @@ def _stats(name: str, values: Sequence[float]) -> dict[str, float]:
     (jobs.noise.median_ci; none under 6 requests), kept in the record's info beside the metric."""
     if not values:
         return {}
-    out = {f"{name}_mean_s": sum(values) / len(values), **{f"{name}_p{q}_s": percentile(values, q) for q in (50, 90, 99)}}
+    out = {f"{name}_mean_s": sum(values) / len(values),
+           **{f"{name}_p{q}_s": percentile(values, q) for q in (50, 90, 99)}}
     if ci := median_ci(values):
         out[f"{name}_p50_s_ci_lo"], out[f"{name}_p50_s_ci_hi"] = ci
     return out
