@@ -178,10 +178,10 @@ def _chart(d: pd.DataFrame, kind: str, workload: str, hw: str, model: str) -> Ch
             x=alt.X("bar_x:Q", scale=cards_scale), y=alt.Y("eff_lo:Q"), y2=alt.Y2("eff_hi:Q"),
             stroke=series_stroke("series")))
     if (edge := node_boundary(d)) is not None:   # where points start to span several nodes (network in the loop)
-        layers.append(alt.Chart(alt.Data(values=[{"x": edge, "label": "more than one node →"}])).mark_rule(
-            color="#999", strokeDash=[2, 3], strokeWidth=1.5).encode(x=alt.X("x:Q", scale=cards_scale)))
-        layers.append(alt.Chart(alt.Data(values=[{"x": edge, "label": "more than one node →"}])).mark_text(
-            align="left", dx=4, dy=8, color="#777", baseline="top").encode(
+        mark = alt.Chart(alt.Data(values=[{"x": edge, "label": "more than one node →"}]))
+        layers.append(mark.mark_rule(color="#999", strokeDash=[2, 3], strokeWidth=1.5).encode(
+            x=alt.X("x:Q", scale=cards_scale)))
+        layers.append(mark.mark_text(align="left", dx=4, dy=8, color="#777", baseline="top").encode(
             x=alt.X("x:Q", scale=cards_scale), y=alt.value(0), text=alt.Text("label:N")))
     refs = alt.Data(values=[{"y": 1.0, "label": "ideal 1.0", "dash": False},
                             {"y": GOOD, "label": f"{GOOD:g}", "dash": True}])
