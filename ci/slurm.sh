@@ -6,6 +6,9 @@
 #   ci/slurm.sh stop    stop them by recorded pid, remove the namespaces and the bridge (never fails)
 #   ci/slurm.sh status  which daemons run, plus sinfo
 #   ci/slurm.sh node-stop NODE | node-start NODE   kill / start one multi node (the fault tests)
+#   ci/slurm.sh ctld-snapshot   stop slurmctld cleanly (its state saved), keep a copy of that state, start it again
+#   ci/slurm.sh ctld-crash      kill -9 slurmctld, put back the state of the last snapshot, start it: every job
+#                               submitted since is lost and its job id is issued again (the restart fault test)
 set -euo pipefail
 
 CLUSTER=accelsweep-ci
@@ -441,6 +444,25 @@ cmd_status() {
   sinfo 2>/dev/null || echo "sinfo: controller unreachable"
 }
 
+# ctld_stop SIGNAL: send slurmctld SIGNAL and wait until it is gone.
+ctld_stop() {
+  local pid i
+  pid=$(cat "$RUN/slurmctld.pid") || die "slurmctld has no pid file"
+  kill "-$1" "$pid"
+  for ((i = 0; i < TIMEOUT * 10; i++)); do running slurmctld || return 0; sleep 0.1; done
+  die "slurmctld (pid $pid) still running $TIMEOUT s after SIG$1"
+}
+
+# ctld_start: start slurmctld and wait until no node's state is still unknown (its slurmd has registered again;
+# until then the plan-time check sees localhost as unusable).
+ctld_start() {
+  launch_slurm slurmctld
+  wait_for slurmctld scontrol ping
+  wait_for "nodes to register" sh -c "! sinfo -h -N -o %t | grep -q '^unk'"
+}
+
+SNAPSHOT=$STATE/slurmctld-snapshot
+
 case ${1:-} in
   start) cmd_start ;;
   stop) cmd_stop ;;
@@ -448,5 +470,8 @@ case ${1:-} in
   node-stop) node_kill "${2:?node-stop NODE}" ;;
   node-start) mkdir -p "$NODES_DIR"; net_up; node_start "${2:?node-start NODE}"
     wait_for "node $2 to be idle" node_alive "$2" ;;
-  *) echo "usage: $0 start|stop|status|node-stop NODE|node-start NODE" >&2; exit 2 ;;
+  ctld-snapshot) ctld_stop TERM; rm -rf "$SNAPSHOT"; cp -a "$STATE/slurmctld" "$SNAPSHOT"; ctld_start ;;
+  ctld-crash) [[ -d $SNAPSHOT ]] || die "no snapshot: run ctld-snapshot first"
+    ctld_stop KILL; rm -rf "$STATE/slurmctld"; cp -a "$SNAPSHOT" "$STATE/slurmctld"; ctld_start ;;
+  *) echo "usage: $0 start|stop|status|node-stop NODE|node-start NODE|ctld-snapshot|ctld-crash" >&2; exit 2 ;;
 esac

@@ -19,6 +19,7 @@ import pytest
 from jobs import records
 
 pytestmark = pytest.mark.slow
+CI = Path(__file__).resolve().parents[1] / "ci"
 
 
 def _cluster_up() -> bool:
@@ -45,6 +46,8 @@ def site(tmp_path_factory):
     real = shutil.which("sbatch")
     # With a file sbatch-down holding N, every call after the first N answers like an unreachable controller.
     # With a file sbatch-extra, its options go to the real sbatch ahead of the script's (they win over #SBATCH).
+    # With a file sbatch-crash, the next call is answered, then the controller crashes back to its last snapshot
+    # (ci/slurm.sh ctld-crash): the job just submitted is lost and its id will be issued again.
     (shim / "sbatch").write_text(f"""#!/bin/sh
 if [ -f {cwd}/sbatch-down ] && [ "$(cat {cwd}/sbatch-calls 2>/dev/null | wc -l)" -ge "$(cat {cwd}/sbatch-down)" ]; then
   echo "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)" >&2
@@ -52,6 +55,12 @@ if [ -f {cwd}/sbatch-down ] && [ "$(cat {cwd}/sbatch-calls 2>/dev/null | wc -l)"
 fi
 echo "$@" >> {cwd}/sbatch-calls
 if [ -f {cwd}/sbatch-extra ]; then set -- $(cat {cwd}/sbatch-extra) "$@"; fi
+if [ -f {cwd}/sbatch-crash ]; then
+  rm -f {cwd}/sbatch-crash
+  {real} "$@"; rc=$?
+  {CI}/slurm.sh ctld-crash >> {cwd}/ctld-crash.log 2>&1 || echo "ctld-crash failed: see {cwd}/ctld-crash.log" >&2
+  exit $rc
+fi
 exec {real} "$@"
 """)
     (shim / "sbatch").chmod(0o755)

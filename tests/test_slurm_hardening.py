@@ -2,10 +2,11 @@
 (ci/slurm.sh).
 
 The drained-node row drains the nodes of the `multi` partition (cluster=localslurm-multi), which no other test of
-this module uses, and resumes them. Nothing here restarts the controller: the manifest half of that row is tested
-without it in tests/test_hardening.py.
+this module uses, and resumes them. The controller-restart row crashes slurmctld back to a snapshot of its state
+taken just before (ci/slurm.sh ctld-snapshot / ctld-crash): jobs running or queued before the snapshot survive it.
 """
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_slurm_e2e import site, sweep  # noqa: F401  (site: the module's fixture)
+from tests.test_slurm_e2e import CI, site, sweep  # noqa: F401  (site: the module's fixture)
 
 pytestmark = pytest.mark.slow
 HERE = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}   # this checkout's code, in the jobs too
@@ -108,3 +109,40 @@ def test_drained_nodes_are_refused_at_plan_time(site, tmp_path):  # noqa: F811
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env={**site[1], **HERE}, timeout=300,
                            check=False)
     assert again.returncode == 0, again.stderr
+
+
+def test_controller_crash_reissues_a_lost_arrays_job_id(site):  # noqa: F811
+    """slurmctld killed (-9) right after answering the first of two arrays, and restarted from the state it had
+    saved before: the first array is lost and the second gets its job id. The sweep warns, the manifest marks the
+    first array not sent, jobs.status shows its points `not submitted` (not the second array's state), and the same
+    command sends it again under a new id."""
+    cwd, env = site
+    subprocess.run([str(CI / "slurm.sh"), "ctld-snapshot"], check=True, capture_output=True, timeout=120)
+    (cwd / "sbatch-extra").write_text("--hold")   # nothing needs to run: ids and states are the point
+    (cwd / "sbatch-crash").write_text("")
+    args = ("-m", "cluster=localslurm", "cards=1,2", "workload.batch_size=41", "sweep.name=ctldcrash",
+            "sweep.report=false")
+    sweep_dir = cwd / "runs" / "ctldcrash"
+    try:
+        first = sweep(site, *args, env=HERE)
+        assert "was lost: job id" in first.stderr and "was issued again" in first.stderr, first.stderr
+        groups = json.loads((sweep_dir / "manifest.json").read_text())["submissions"][-1]["groups"]
+        lost = [g for g in groups.values() if (g.get("not_sent") or "").startswith("lost")]
+        sent = [g for g in groups.values() if g.get("job_id")]
+        assert len(lost) == 1 and len(sent) == 1, groups
+        assert sent[0]["job_id"] in lost[0]["not_sent"], groups
+        out = subprocess.run([sys.executable, "-m", "jobs.status", str(sweep_dir), "--all"], capture_output=True,
+                             text=True, cwd=cwd, env={**env, **HERE}, check=True).stdout
+        (lost_point,) = lost[0]["points"]
+        assert re.search(rf"{lost_point}.*not submitted", out), out
+
+        again = sweep(site, *args, env=HERE)   # the same command: the lost array only
+        groups = json.loads((sweep_dir / "manifest.json").read_text())["submissions"][-1]["groups"]
+        ids = [g["job_id"] for g in groups.values() if g.get("job_id")]
+        assert len(ids) == 1 and ids[0] != sent[0]["job_id"], (again.stdout, groups)
+        assert [g["points"] for g in groups.values() if g.get("job_id")] == [lost[0]["points"]], groups
+    finally:
+        for f in ("sbatch-extra", "sbatch-crash"):
+            (cwd / f).unlink(missing_ok=True)
+        subprocess.run([sys.executable, "-m", "jobs.cancel", str(sweep_dir)], capture_output=True, cwd=cwd,
+                       env={**env, **HERE}, check=False)
