@@ -84,9 +84,10 @@ class MetricSet:
         unknown = [n for n in self.overview if n not in names]
         if unknown:
             raise ValueError(f"workload {self.workload}: overview names undeclared metric(s) {unknown}")
-        if self.cost is not None and not {self.cost.metric, self.cost.basis} <= set(names):
-            raise ValueError(f"workload {self.workload}: cost {self.cost.metric!r} from {self.cost.basis!r} must "
-                             "name two declared metrics")
+        if self.cost is not None and not {self.cost.metric, self.cost.basis, self.cost.beside or self.cost.metric} \
+                <= set(names):
+            raise ValueError(f"workload {self.workload}: cost {self.cost.metric!r} from {self.cost.basis!r} (beside "
+                             f"{self.cost.beside!r}) must name declared metrics")
         studies = [s.name for s in self.studies]
         if len(set(studies)) != len(studies):
             raise ValueError(f"workload {self.workload}: a study is declared twice in {studies}")
@@ -122,11 +123,12 @@ _PRICE = ("P = cluster.prices.card_hour.<hardware> (the price of one card for on
 class Cost:
     """How a workload's cost metric follows from the price of a card-hour and one of its own metrics (`basis`):
     PER_MTOK, per million units of work from a throughput in work/s; PER_RUN, per run from the minutes one run
-    takes."""
+    takes. `beside`: the workload's energy efficiency (work per joule), which the report shows next to it."""
 
     metric: str
     basis: str
     kind: str
+    beside: str | None = None
 
     def __post_init__(self):
         if self.kind not in (PER_MTOK, PER_RUN):

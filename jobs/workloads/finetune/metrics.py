@@ -23,7 +23,7 @@ METRICS = MetricSet(
     title_fields=("batch_size",),
     words=(("batch_size", "batch"),),
     studies=(STUDY,),
-    cost=Cost(COST_PER_RUN, "time_to_budget_min", PER_RUN),
+    cost=Cost(COST_PER_RUN, "time_to_budget_min", PER_RUN, beside="train_tok_per_j"),
     metrics=(
         Metric("train_tok_s", "tokens/s", "training tokens per second, padding excluded: real (non-pad) tokens of "
                                           "one optimiser step over all cards / step_time_s", HIGHER,

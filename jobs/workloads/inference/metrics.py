@@ -20,7 +20,7 @@ METRICS = MetricSet(
     title_fields=("batch_size", "shape"),
     words=(("batch_size", "batch"), ("engine", "engine")),
     studies=(STUDY,),
-    cost=Cost(COST_PER_MTOK, "throughput_out_tok_s", PER_MTOK),
+    cost=Cost(COST_PER_MTOK, "throughput_out_tok_s", PER_MTOK, beside="tok_per_j"),
     metrics=(
         Metric("latency_s", "s", "end-to-end time of one generate call for the whole batch: from submitting the "
                                  "prompts to the last token of the last sequence; with several cards, the slowest card",

@@ -64,7 +64,7 @@ METRICS = MetricSet(
     # Throughput grows with the load a point was sent: ranked alone it names the heaviest load, not the best setup.
     unranked=(("workload", "serving", ("a load level of its own (serving throughput grows with the load sent; the "
                                        "Serving page compares setups on the Pareto front and by goodput)")),),
-    cost=Cost(COST_PER_MTOK, "output_tok_s", PER_MTOK),
+    cost=Cost(COST_PER_MTOK, "output_tok_s", PER_MTOK, beside="tok_per_j"),
     metrics=_METRICS,
 )
 

@@ -20,7 +20,7 @@ METRICS = MetricSet(
     title_fields=("batch_size",),
     words=(("batch_size", "batch"),),
     studies=(STUDY,),
-    cost=Cost(COST_PER_RUN, "train_minutes", PER_RUN),
+    cost=Cost(COST_PER_RUN, "train_minutes", PER_RUN, beside="images_per_j"),
     metrics=(
         Metric("images_per_s", "images/s",
                "phase=train: training images (low/high-resolution pairs) through forward, backward and optimizer step "
