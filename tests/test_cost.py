@@ -226,3 +226,29 @@ def test_local_sweep_records_and_tables_its_cost(tmp_path):
     assert "cost per 1M tokens (EUR/1M tokens)" in index
     page = (sweep / "site" / "inference.html").read_text()
     assert "Cost per million generated tokens vs batch size" in page and "lowest median" in page
+
+
+@pytest.mark.slow
+def test_local_finetune_sweep_records_its_cost_per_run(tmp_path):
+    """A training run is workload.token_budget tokens: its cost is the price x cards x time_to_budget_min / 60 of
+    each timed step."""
+    from tests.test_finetune import TINY
+
+    config = tmp_path / "config"
+    (config / "cluster").mkdir(parents=True)
+    (config / "cluster" / "priced-site.yaml").write_text(SITE)
+    env = {**os.environ, "ACCELSWEEP_CONFIG_DIR": str(config)}
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "cluster=priced-site", "hardware=h100",
+                           "device_override=cpu", "workload=finetune", *TINY, "workload.token_budget=1000000"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [path] = (tmp_path / "runs" / "default" / "points").glob("*/record.json")
+    rec = json.loads(path.read_text())
+    records.validate(rec)
+    assert rec["status"] == "ok" and rec["price"]["card_hour"] == 2.1
+    tok_s = rec["metrics"]["train_tok_s"]["samples"]
+    expected = [2.1 * rec["params"]["cards"] * (1_000_000 / x / 60) / 60 for x in tok_s]
+    assert rec["metrics"][COST_PER_RUN]["samples"] == pytest.approx(expected)
+    table = pd.read_parquet(tmp_path / "runs" / "default" / "results.parquet")
+    assert table[COST_PER_RUN].iloc[0] == pytest.approx(sorted(expected)[1])
+    assert table["token_budget"].iloc[0] == 1_000_000 and table["price_currency"].iloc[0] == "EUR"
