@@ -252,3 +252,18 @@ def test_local_finetune_sweep_records_its_cost_per_run(tmp_path):
     table = pd.read_parquet(tmp_path / "runs" / "default" / "results.parquet")
     assert table[COST_PER_RUN].iloc[0] == pytest.approx(sorted(expected)[1])
     assert table["token_budget"].iloc[0] == 1_000_000 and table["price_currency"].iloc[0] == "EUR"
+
+
+def test_inference_page_charts_cost_per_hardware():
+    from jobs.workloads.inference.report import cost_chart
+
+    row = {"workload": "inference", "status": "ok", "model": "m", "precision": "fp32", "cards": 1, "shape": "16x16"}
+    table = pd.DataFrame([{**row, "hardware": "h100", "batch_size": 1, COST_PER_MTOK: 2.0, "price_currency": "EUR"},
+                          {**row, "hardware": "h100", "batch_size": 4, COST_PER_MTOK: 0.6, "price_currency": "EUR"},
+                          {**row, "hardware": "cpu", "batch_size": 1, COST_PER_MTOK: float("nan")}])
+    chart = cost_chart(table)
+    assert chart.spec is not None and "Cost per 1M generated tokens, median (EUR)" in json.dumps(chart.spec)
+    assert "lowest median: 0.6 EUR per million generated tokens on h100" in chart.summary
+    assert "No price for cpu." in chart.summary
+    empty = cost_chart(table.drop(columns=[COST_PER_MTOK, "price_currency"]))
+    assert "no prices" in empty.summary
