@@ -12,6 +12,7 @@ import pytest
 from analysis.aggregate import aggregate
 from jobs import cost, metrics, plan, records, workloads
 from jobs.metrics import COST_PER_MTOK, COST_PER_RUN, PER_MTOK, PER_RUN, Cost
+from tests.browser import CHROMIUM, check_pages
 
 PRICED = ("++cluster.prices.currency=EUR", "++cluster.prices.card_hour.cpu=0.5", "++cluster.prices.card_hour.h100=2.1")
 
@@ -155,6 +156,18 @@ def test_record_keeps_its_price_and_cost(make_cfg, tmp_path):
     assert pd.isna(table.loc[plain["point_id"], "price_card_hour"])
 
 
+@pytest.mark.parametrize("workload, overrides, basis, values, formula", [
+    ("serving", (), "output_tok_s", [120.0], lambda x: 0.5 * 1e6 / (x * 3600)),
+    ("finetune", (), "time_to_budget_min", [30.0, 45.0], lambda m: 0.5 * m / 60),
+    ("superres", ("workload.phase=train",), "train_minutes", [600.0], lambda m: 0.5 * m / 60),
+])
+def test_each_workload_records_its_cost(make_cfg, workload, overrides, basis, values, formula):
+    rec = _record(make_cfg(f"workload={workload}", *overrides, *PRICED), {basis: values})
+    records.validate(rec)
+    name = workloads.metric_set(workload).cost.metric
+    assert rec["metrics"][name]["samples"] == pytest.approx([formula(x) for x in values])
+
+
 def test_overview_shows_cost_only_where_priced():
     from report.pages.overview import table_columns
 
@@ -226,6 +239,10 @@ def test_local_sweep_records_and_tables_its_cost(tmp_path):
     assert "cost per 1M tokens (EUR/1M tokens)" in index
     page = (sweep / "site" / "inference.html").read_text()
     assert "Cost per million generated tokens vs batch size" in page and "lowest median" in page
+    if os.path.exists(CHROMIUM):   # the cost chart renders, offline, with no overlapping text
+        shots = tmp_path / "shots"
+        shots.mkdir()
+        check_pages([sweep / "site" / "index.html", sweep / "site" / "inference.html"], shots)
 
 
 @pytest.mark.slow

@@ -249,7 +249,7 @@ def cost_chart(table: pd.DataFrame) -> Chart:
                           alt.Y("value:Q", title=f"Cost per 1M generated tokens, median ({money})",
                                 scale=alt.Scale(zero=True)),
                           tooltip, title=t, higher=False,
-                          subtitle="price of a card-hour x cards / output throughput")
+                          subtitle="price of a card-hour × cards / output throughput")
     best = data.loc[data["value"].idxmin()]
     summary = (f"lowest median: {fmt_num(best['value'])} {money} per million generated tokens on {best['hardware']} "
                f"({best['series']}, batch {int(best['batch_size'])}" + _spread(best) + ")." + note)
