@@ -84,6 +84,22 @@ def cost_samples(ms: MetricSet | None, price: dict[str, Any] | None, cards: int,
     return {ms.cost.metric: [ms.cost.of(x, price["card_hour"], int(cards)) for x in basis]}
 
 
+def plan_line(cluster: dict[str, Any], hardware: Iterable[str]) -> str | None:
+    """What the sweep's points will be priced at, for the plan's output (None where the cluster file has no prices):
+    e.g. "prices (cluster.prices): h100 2.1 EUR per card-hour; no price for gaudi3 (no cost metric)"."""
+    prices = cluster.get("prices") or {}
+    card_hour = prices.get("card_hour") or {}
+    if not card_hour:
+        return None
+    names = sorted(set(hardware))
+    priced = [f"{h} {card_hour[h]:g} {prices.get('currency')} per card-hour" for h in names
+              if card_hour.get(h) is not None]
+    unpriced = [h for h in names if card_hour.get(h) is None]
+    parts = ["; ".join(priced)] if priced else []
+    parts += [f"no price for {', '.join(unpriced)} (no cost metric)"] if unpriced else []
+    return f"prices (cluster.prices): {'; '.join(parts)}" if parts else None
+
+
 def unit(metric_unit: str, currencies: Iterable[Any]) -> str:
     """A cost metric's unit with its currency where one is named ("currency/1M tokens" -> "EUR/1M tokens")."""
     found = sorted({str(c) for c in currencies if isinstance(c, str) and c})

@@ -58,6 +58,13 @@ def test_cost_samples_follow_the_basis_and_need_a_price():
     assert cost.cost_samples(workloads.metric_set("superres"), price, 1, {"images_per_s": [1.0]}) == {}  # sample
 
 
+def test_the_plan_says_what_points_are_priced_at():
+    site = {"prices": {"currency": "EUR", "card_hour": {"h100": 2.1, "gaudi3": None}}}
+    assert cost.plan_line(site, ["h100", "gaudi3", "cpu", "h100"]) == (
+        "prices (cluster.prices): h100 2.1 EUR per card-hour; no price for cpu, gaudi3 (no cost metric)")
+    assert cost.plan_line({}, ["h100"]) is None and cost.plan_line({"prices": {"currency": "EUR"}}, ["h100"]) is None
+
+
 def test_unit_names_the_currency_when_there_is_one():
     assert cost.unit("currency/1M tokens", ["EUR", None, "EUR"]) == "EUR/1M tokens"
     assert cost.unit("currency/run", ["EUR", "USD"]) == "currency/run"
@@ -222,6 +229,7 @@ def test_local_sweep_records_and_tables_its_cost(tmp_path):
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*/points/*"))
     proc = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "prices (cluster.prices): h100 2.1 EUR per card-hour" in proc.stdout
     sweep = tmp_path / "runs" / "default"
     [path] = (sweep / "points").glob("*/record.json")
     rec = json.loads(path.read_text())
