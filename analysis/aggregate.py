@@ -67,6 +67,8 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
     for key, value in rec.get("info", {}).items():
         row[key if key not in row else f"info_{key}"] = value
     row["energy_meter"] = rec.get("energy", {}).get("meter")
+    if price := rec.get("price"):   # the price its cost metric was computed with (jobs.cost)
+        row["price_card_hour"], row["price_currency"] = price["card_hour"], price["currency"]
     err = rec.get("error") or {}
     row["error_type"], row["error_message"], row["log_tail"] = err.get("type"), err.get("message"), err.get("log_tail")
     prov = rec.get("provenance", {})

@@ -186,6 +186,7 @@ SCHEMA: dict[str, Any] = {
         "report": Open(None, null=True),
         "limits": Open(Int(min=1, null=True), null=True),   # max_array_size, max_submit_jobs (jobs.cluster init)
         "dist_timeout": Str(null=True),   # torch.distributed's rendezvous and collective timeout (jobs.point)
+        "prices": Open(None, null=True),  # currency, card_hour.<hardware>: checked by jobs.cost.check_prices
     },
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
 }

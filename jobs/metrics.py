@@ -70,6 +70,8 @@ class MetricSet:
     # (parameter, value, why): points where the parameter has that value measured a speed that is not what the
     # point names (quantize's apply=fake: the float model's speed); no "fastest" claim is made of them.
     unranked: tuple[tuple[str, str, str], ...] = ()
+    # What the workload's work costs where the cluster file prices a card-hour (jobs.cost): None, no cost metric.
+    cost: Cost | None = None
 
     def __post_init__(self):
         names = [m.name for m in self.metrics]
@@ -82,6 +84,10 @@ class MetricSet:
         unknown = [n for n in self.overview if n not in names]
         if unknown:
             raise ValueError(f"workload {self.workload}: overview names undeclared metric(s) {unknown}")
+        if self.cost is not None and not {self.cost.metric, self.cost.basis, self.cost.beside or self.cost.metric} \
+                <= set(names):
+            raise ValueError(f"workload {self.workload}: cost {self.cost.metric!r} from {self.cost.basis!r} (beside "
+                             f"{self.cost.beside!r}) must name declared metrics")
         studies = [s.name for s in self.studies]
         if len(set(studies)) != len(studies):
             raise ValueError(f"workload {self.workload}: a study is declared twice in {studies}")
@@ -104,6 +110,54 @@ PEAK_MEM = Metric("peak_mem_gb", "GB", "peak memory of the measured runs: device
                   repeat=PER_POINT, label="peak memory")
 ENERGY = Metric("energy_j", "J", "energy over the measured window only, summed over all devices of the job", LOWER,
                 repeat=PER_POINT, label="energy")
+
+# Cost: the price of a card-hour (the cluster file's `prices`, jobs.cost) times the cards a point held, per unit of
+# its work. Each workload that has one declares which of its metrics it follows from (MetricSet.cost).
+PER_MTOK, PER_RUN = "per_mtok", "per_run"
+COST_PER_MTOK, COST_PER_RUN = "cost_per_mtok", "cost_per_run"
+_PRICE = ("P = cluster.prices.card_hour.<hardware> (the price of one card for one hour, in cluster.prices.currency; "
+          "the record's `price`)")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How a workload's cost metric follows from the price of a card-hour and one of its own metrics (`basis`):
+    PER_MTOK, per million units of work from a throughput in work/s; PER_RUN, per run from the minutes one run
+    takes. `beside`: the workload's energy efficiency (work per joule), which the report shows next to it."""
+
+    metric: str
+    basis: str
+    kind: str
+    beside: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in (PER_MTOK, PER_RUN):
+            raise ValueError(f"cost {self.metric}: kind={self.kind!r} must be {PER_MTOK!r} or {PER_RUN!r}")
+
+    def of(self, basis: float, card_hour: float, cards: int) -> float:
+        """The cost of one value of the basis metric, for `cards` cards at `card_hour` each."""
+        if not (math.isfinite(basis) and basis > 0):
+            raise ValueError(f"cost {self.metric}: {self.basis}={basis!r} must be a finite number > 0")
+        if self.kind == PER_MTOK:
+            return card_hour * cards * 1e6 / (basis * 3600)
+        return card_hour * cards * basis / 60
+
+
+def cost_per_mtok(throughput: str, tokens: str, repeat: str = PER_REPEAT) -> Metric:
+    """The cost of a million tokens at the throughput metric `throughput` (tokens/s); `tokens`: which ones."""
+    return Metric(COST_PER_MTOK, "currency/1M tokens",
+                  f"what one million {tokens} cost at the measured speed: P x cards x 1e6 / ({throughput} x 3600), "
+                  f"with {_PRICE}; from each value of {throughput}; none (blank, never 0) where the cluster file "
+                  "prices no card-hour of the hardware", LOWER, repeat=repeat, label="cost per 1M tokens")
+
+
+def cost_per_run(minutes: str, run: str) -> Metric:
+    """The cost of one training run that takes the metric `minutes`; `run`: what one run is."""
+    return Metric(COST_PER_RUN, "currency/run",
+                  f"what one training run costs at the measured speed: P x cards x {minutes} / 60, with {_PRICE}; "
+                  f"a run is {run}; none (blank, never 0) where the cluster file prices no card-hour of the hardware",
+                  LOWER, label="cost per training run")
+
 
 SCALING_EFFICIENCY, SPEEDUP = "scaling_efficiency", "speedup_vs_previous"
 # Metrics that compare points; analysis.derived computes them from each workload's main throughput.

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import conf, config_schema, noise, workloads
+from jobs import conf, config_schema, cost, noise, workloads
 from jobs.energy import CHOICES as ENERGY_CHOICES
 from jobs.workloads import Ranks
 
@@ -517,7 +517,9 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
     Points whose hardware is on another cluster come back with `elsewhere` set and no resources."""
     points: dict[str, Point] = {}
     if configs:  # a wrong cluster file is one problem, not one per point
-        site = check_site(configs[0][1]["cluster"], {c["hardware"]["name"] for _, c in configs})
+        swept = {c["hardware"]["name"] for _, c in configs}
+        site = check_site(configs[0][1]["cluster"], swept)
+        site += cost.check_prices(configs[0][1]["cluster"], set(conf.names("hardware")) | swept)
         if site:
             raise SweepRejected([("cluster", why) for why in site])
     problems: list[tuple[str, str]] = []

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jobs import files
+from jobs import cost, files
 from jobs.metrics import PER_POINT, summarise
 
 SCHEMA_VERSION = 1
@@ -197,8 +197,16 @@ def validate(record: dict[str, Any]) -> None:
 def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[float]] | None = None,
                 info: dict[str, Any] | None = None, energy: dict[str, Any] | None = None,
                 error: dict[str, str] | None = None, provenance: dict[str, Any]) -> dict[str, Any]:
+    """A point's record. Where the cluster file prices a card-hour of the point's hardware (jobs.cost), the record
+    keeps that price (`price`) and its workload's cost metric, one value per value of the metric it follows from."""
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(STATUSES)}")
+    price = cost.price_of(point.get("cfg"))
+    if price is not None and samples:
+        from jobs import workloads
+
+        samples = {**samples, **cost.cost_samples(workloads.metric_set(point["params"].get("workload")), price,
+                                                  point["params"].get("cards", 1), samples)}
     rec = {
         "schema_version": SCHEMA_VERSION,
         "point_id": point["point_id"],
@@ -215,6 +223,8 @@ def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[f
     }
     if block := noise_of(point, samples or {}):
         rec["noise"] = block
+    if price is not None:
+        rec["price"] = price
     return rec
 
 

@@ -15,7 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import conf, files, plan, schedulers, status, submit, sweepdir
+from jobs import conf, cost, files, plan, schedulers, status, submit, sweepdir
 from jobs.config import point_config
 from jobs.finish import after_sweep, prepare
 from jobs.manifest import Manifest, ManifestError
@@ -65,6 +65,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     notes = {p.params["engine_note"] for p in points if p.params.get("engine_note")}
     for note in sorted(notes | {n for p in points for n in p.notes}):
         print(f"note: {note}", flush=True)
+    if priced := cost.plan_line(cluster, {p.params["hardware"] for p in here}):
+        print(priced, flush=True)
     if busy:
         shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
         print(f"queued or running, not submitted again{' even with force=true' if first['force'] else ''}: "

@@ -9,6 +9,7 @@ import pandas as pd
 
 from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
+from jobs import cost
 from jobs.devices import SHARED_CORES_FRACTION
 from report import claims, overrides
 from report.charts import fmt_num
@@ -234,6 +235,13 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     for ms in sets:
         for name in (ms.throughput, *ms.overview):
             metrics.setdefault(name, ms.get(name))
+    for ms in sets:   # what the work cost, where the cluster file priced it (jobs.cost), next to its energy
+        if ms.cost and ms.cost.metric in table and table[ms.cost.metric].notna().any():   # efficiency if measured
+            for name in (ms.cost.beside, ms.cost.metric):
+                if name and name in table and table[name].notna().any():
+                    metrics.setdefault(name, ms.get(name))
+    costs = {ms.cost.metric for ms in sets if ms.cost}
+    currencies = table["price_currency"].dropna().unique() if "price_currency" in table else []
     if "cpu_threads_per_rank" in table:   # like for like: the CPU threads every rank (card) ran with
         params.append(("cpu_threads_per_rank", "CPU threads per card", None, "text"))
     spread = []   # how well each main throughput's median is known (jobs.noise): n, CV, its interval, stable
@@ -249,7 +257,10 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     out = [*params, ("status", "status", None, "status")]
     for m in metrics.values():
         if m.name in table:
-            out.append((m.name, m.title, m.unit, "num"))
+            out.append((m.name, m.title, cost.unit(m.unit, currencies) if m.name in costs else m.unit, "num"))
+            if m.name in costs and len(currencies) > 1 and ("price_currency", "currency", None, "text") not in out:
+                # costs in several currencies: each row says its own
+                out.append(("price_currency", "currency", None, "text"))
             out += [c for c in spread if c[0].startswith(f"{m.name}_")]
     return out + [c for c in spread if c[0] in ("stable", OTHER)]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
+from jobs.metrics import (COST_PER_RUN, ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, PER_RUN, Cost, Metric,
+                          MetricSet, cost_per_run)
 from jobs.model_math import DTYPE_BYTES, dims, embedding_params, module_shapes, parameters
 
 from .study import STUDY
@@ -22,6 +23,7 @@ METRICS = MetricSet(
     title_fields=("batch_size",),
     words=(("batch_size", "batch"),),
     studies=(STUDY,),
+    cost=Cost(COST_PER_RUN, "time_to_budget_min", PER_RUN, beside="train_tok_per_j"),
     metrics=(
         Metric("train_tok_s", "tokens/s", "training tokens per second, padding excluded: real (non-pad) tokens of "
                                           "one optimiser step over all cards / step_time_s", HIGHER,
@@ -46,6 +48,8 @@ METRICS = MetricSet(
                                               "its last run timed, with energy_j left out (it would miss the "
                                               "earlier runs' steps)", HIGHER, repeat=PER_POINT,
                label="training tokens per joule"),
+        cost_per_run("time_to_budget_min", "training on workload.token_budget tokens (the table's token_budget; "
+                                           "padding excluded), as time_to_budget_min projects it"),
         Metric("loss", "nats/token", "training loss of each timed step (mean cross-entropy over real tokens); a "
                                      "property of the run, not of the hardware's speed", None, cross_hardware=False,
                label="loss"),

@@ -1,7 +1,8 @@
 """The inference workload's metrics: declarations (METRICS) and the computation of one timed repeat."""
 from __future__ import annotations
 
-from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
+from jobs.metrics import (COST_PER_MTOK, ENERGY, HIGHER, LOWER, PEAK_MEM, PER_MTOK, PER_POINT, Cost, Metric,
+                          MetricSet, cost_per_mtok)
 
 from .study import STUDY
 
@@ -19,6 +20,7 @@ METRICS = MetricSet(
     title_fields=("batch_size", "shape"),
     words=(("batch_size", "batch"), ("engine", "engine")),
     studies=(STUDY,),
+    cost=Cost(COST_PER_MTOK, "throughput_out_tok_s", PER_MTOK, beside="tok_per_j"),
     metrics=(
         Metric("latency_s", "s", "end-to-end time of one generate call for the whole batch: from submitting the "
                                  "prompts to the last token of the last sequence; with several cards, the slowest card",
@@ -40,6 +42,7 @@ METRICS = MetricSet(
         ENERGY,
         Metric("tok_per_j", "tokens/J", "generated tokens / energy_j", HIGHER, repeat=PER_POINT,
                label="tokens per joule"),
+        cost_per_mtok("throughput_out_tok_s", "generated tokens"),
         Metric("decode_bw_fraction", "fraction",
                "achieved / peak memory bandwidth in decode, per card: (weight bytes + KV bytes per sequence per token "
                "x batch x (input + output/2)) / itl_s / hardware.memory_bandwidth_gbs; all weights counted (MoE too)",

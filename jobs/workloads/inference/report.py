@@ -9,6 +9,8 @@ import altair as alt
 import pandas as pd
 
 from analysis import references
+from jobs import cost
+from jobs.metrics import COST_PER_MTOK
 from report import overrides
 from report.charts import (CONFIG, HEIGHT, WIDTH, Chart, anchor, base_config, empty_chart, fill_hint, fmt_num,
                            limit_series, records, series_stroke, series_marks, series_note, spread_text, to_spec)
@@ -231,6 +233,34 @@ def latency_charts(table: pd.DataFrame) -> list[Chart]:
     return out
 
 
+def cost_chart(table: pd.DataFrame) -> Chart:
+    """Cost per million generated tokens (jobs.cost) beside tokens per joule: one panel per hardware."""
+    t = "Cost per million generated tokens vs batch size"
+    data = _metric_by(table, COST_PER_MTOK, "batch_size", ("model", "precision", "cards", "shape"))
+    if data.empty:
+        return empty_chart("cost-0", t, "no prices: the cluster file gives no price of a card-hour for this "
+                                        "hardware (cluster.prices, see Run at a site: Cost)")
+    priced = _ok(table, [COST_PER_MTOK])
+    currencies = priced["price_currency"].dropna().unique() if "price_currency" in priced else []
+    money = cost.unit("currency", currencies)
+    tooltip = [alt.Tooltip("hardware:N"), alt.Tooltip("series:N"), alt.Tooltip("batch_size:Q", title="batch"),
+               alt.Tooltip("value:Q", title=f"median {money} per 1M tokens", format=".4~g")]
+    spec, note = _faceted(data, _log2_axis("batch_size", "Batch size (log₂)", data["batch_size"]),
+                          alt.Y("value:Q", title=f"Cost per 1M generated tokens, median ({money})",
+                                scale=alt.Scale(zero=True)),
+                          tooltip, title=t, higher=False,
+                          subtitle="price of a card-hour × cards / output throughput")
+    best = data.loc[data["value"].idxmin()]
+    summary = (f"lowest median: {fmt_num(best['value'])} {money} per million generated tokens on {best['hardware']} "
+               f"({best['series']}, batch {int(best['batch_size'])}" + _spread(best) + ")." + note)
+    if len(currencies) > 1:
+        summary += f" Prices are in several currencies ({', '.join(sorted(map(str, currencies)))}): compare " \
+                   "within one."
+    if missing := _missing_hw(table, data):
+        summary += f" No price for {', '.join(missing)}."
+    return Chart("cost-0", t, summary, spec)
+
+
 def _missing_hw(table: pd.DataFrame, data: pd.DataFrame) -> list[str]:
     have = set(data["hardware"]) if len(data) else set()
     return [h for h in _hardware_list(_ok(table, ["hardware"])) if h not in have]
@@ -367,7 +397,7 @@ def startup_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 def charts(table: pd.DataFrame) -> list[Chart]:
     table = rows_for(table, WORKLOAD)
     return (throughput_charts(table) + latency_charts(table)
-            + [energy_chart(table), roofline_chart(table)])
+            + [energy_chart(table), cost_chart(table), roofline_chart(table)])
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobs.metrics import ENERGY, HIGHER, LOWER, PER_POINT, Metric, MetricSet, percentile
+from jobs.metrics import (COST_PER_MTOK, ENERGY, HIGHER, LOWER, PER_MTOK, PER_POINT, Cost, Metric, MetricSet,
+                          cost_per_mtok, percentile)
 from jobs.noise import median_ci
 
 from .load import Request
@@ -44,6 +45,7 @@ _METRICS = tuple(
     ENERGY,
     Metric("tok_per_j", "tokens/J", "output tokens of the ok requests / energy_j over the load window", HIGHER,
            repeat=PER_POINT, label="tokens per joule"),
+    cost_per_mtok("output_tok_s", "output tokens of the ok requests", repeat=PER_POINT),
 )
 
 METRICS = MetricSet(
@@ -62,6 +64,7 @@ METRICS = MetricSet(
     # Throughput grows with the load a point was sent: ranked alone it names the heaviest load, not the best setup.
     unranked=(("workload", "serving", ("a load level of its own (serving throughput grows with the load sent; the "
                                        "Serving page compares setups on the Pareto front and by goodput)")),),
+    cost=Cost(COST_PER_MTOK, "output_tok_s", PER_MTOK, beside="tok_per_j"),
     metrics=_METRICS,
 )
 

@@ -1,7 +1,8 @@
 """The super-resolution workload's metrics: declarations (METRICS) and the computation of one timed repeat."""
 from __future__ import annotations
 
-from jobs.metrics import ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, Metric, MetricSet
+from jobs.metrics import (COST_PER_RUN, ENERGY, HIGHER, LOWER, PEAK_MEM, PER_POINT, PER_RUN, Cost, Metric,
+                          MetricSet, cost_per_run)
 
 from .study import STUDY
 
@@ -19,6 +20,7 @@ METRICS = MetricSet(
     title_fields=("batch_size",),
     words=(("batch_size", "batch"),),
     studies=(STUDY,),
+    cost=Cost(COST_PER_RUN, "train_minutes", PER_RUN, beside="images_per_j"),
     metrics=(
         Metric("images_per_s", "images/s",
                "phase=train: training images (low/high-resolution pairs) through forward, backward and optimizer step "
@@ -49,6 +51,8 @@ METRICS = MetricSet(
         ENERGY,
         Metric("images_per_j", "images/J", "images (trained or super-resolved) / energy_j", HIGHER, repeat=PER_POINT,
                label="images per joule"),
+        cost_per_run("train_minutes", "phase=train: training on workload.budget_samples images (the table's "
+                                      "budget_samples), as train_minutes projects it; none for phase=sample"),
     ),
 )
 
