@@ -139,8 +139,8 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
     pp = {"pipeline_parallel_size": 2, "enforce_eager": True}
     assert engines.check("vllm", "bf16", "cuda", options=pp, cards=16, cards_per_node=8) == []
     assert engines.check("vllm", "bf16", "cuda", options={"pipeline_parallel_size": 3}, cards=16) == [
-        "workload.vllm.pipeline_parallel_size=3 does not divide cards=16 (tensor parallel = cards / "
-        "pipeline_parallel_size); use a divisor of 16"]
+        ("workload.vllm.pipeline_parallel_size=3 does not divide cards=16 (tensor parallel = cards / "
+         "pipeline_parallel_size); use a divisor of 16")]
     assert engines.check("vllm", "fp32", "cpu", options=pp, cards=2) == [engines.CPU_EAGER_PIPELINE]
     assert "enforce_eager=false" in engines.CPU_EAGER_PIPELINE
     assert engines.check("vllm", "fp32", "cpu", options={**pp, "enforce_eager": False}, cards=2) == []
@@ -523,3 +523,63 @@ def test_an_installed_engine_whose_import_fails_is_not_called_missing(monkeypatc
     with pytest.raises(ImportError) as info:
         engines.load("hf", "cpu")
     assert "needs" not in str(info.value) and "interrupted" in str(info.value)
+
+
+def test_inference_over_two_nodes_times_node_0_and_sums_every_nodes_energy(make_cfg, monkeypatch):
+    """A vllm point over 2 nodes, seen from node 0's rank: only its engine generates (node 1's rank sends no
+    repeat), the throughput is one batch's, energy is both nodes' readings summed, engine_nodes says where vLLM's
+    workers ran."""
+    from jobs.workloads import inference
+    from jobs.workloads.inference.engines.base import Generation
+
+    cfg = make_cfg("workload.engine=vllm", "hardware=cpu", "hardware.cards_per_node=1", "cards=2",
+                   "workload.shape=4x3", "workload.batch_size=2", "workload.repeats=3", "workload.warmup=0",
+                   "workload.noise.target=null")
+
+    class Engine:
+        headless = None
+
+        def generate(self, ids, out):
+            return Generation(t_submit=0.0, t_first=0.1, t_end=0.5, output_tokens=out)
+
+        def info(self):
+            return {"vllm_nnodes": 2}
+
+        def node(self):
+            return "n1:1"
+
+    made = []
+    monkeypatch.setattr(inference, "_engine", lambda cfg, ctx: made.append(ctx) or (Engine(), 1.0))
+
+    class Meter:
+        def start(self):
+            pass
+
+        def stop(self):
+            return 5.0
+
+    class Ctx:   # rank 0 of 2; node 1's rank answers every gather as a headless node does
+        rank, world_size, cache = 0, 2, {}
+        device = types.SimpleNamespace(reset_peak_memory=lambda: None, peak_memory_bytes=lambda: None)
+        meter = Meter()
+
+        def barrier(self):
+            pass
+
+        def broadcast(self, obj):
+            return obj
+
+        def gather(self, obj):
+            if isinstance(obj, dict):   # the window's end
+                return [obj, {"repeats": [None] * len(obj["repeats"]), "energy_j": 7.0, "peak": None,
+                              "node": "n2:1"}]
+            return [obj, None]
+
+    result = inference.run(cfg, Ctx())
+    assert result.status == "ok", result.error
+    assert result.samples["latency_s"] == [0.5] * 3 and result.info["ranks"] == 1
+    # one batch: 2 sequences per card x 2 cards (weak scaling), generated once (not once per node)
+    assert result.samples["throughput_out_tok_s"] == [pytest.approx(4 * 3 / 0.5)] * 3
+    assert result.samples["energy_j"] == [12.0]                                          # 5 J + 7 J
+    assert result.samples["tok_per_j"] == [pytest.approx(4 * 3 * 3 / 12.0)]
+    assert result.info["engine_nodes"] == "n1:1;n2:1"
