@@ -50,7 +50,8 @@ def node_address(master_addr: str) -> str:
         return s.getsockname()[0]
 
 
-def across_nodes(nodes: int, node_rank: int, environ: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def across_nodes(nodes: int, node_rank: int,
+                 environ: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """(engine arguments, environment) of one vLLM process of `nodes`, one per node (vLLM's mp backend over nodes:
     docs.vllm.ai "Parallelism and Scaling"; vllm/config/parallel.py nnodes, node_rank, master_addr, master_port):
     node 0 runs the engine and its local workers, the others run their workers headless. The rendezvous is the

