@@ -37,3 +37,34 @@ def cpu_environment(cards: int) -> dict[str, str]:
     per = len(cores) // cards
     return {"VLLM_CPU_OMP_THREADS_BIND": "|".join(",".join(map(str, cores[r * per:(r + 1) * per]))
                                                   for r in range(cards))}
+
+
+def node_address(master_addr: str) -> str:
+    """This node's address on the network that reaches `master_addr` (the interface the kernel routes to it by).
+    vLLM's own guess (VLLM_HOST_IP unset) routes towards 8.8.8.8, which a compute node without a default route
+    (the test cluster's) does not have: it then says 0.0.0.0, which the other nodes cannot connect to."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((socket.gethostbyname(master_addr), 9))   # UDP: picks the route, sends nothing
+        return s.getsockname()[0]
+
+
+def across_nodes(nodes: int, node_rank: int,
+                 environ: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """(engine arguments, environment) of one vLLM process of `nodes`, one per node (vLLM's mp backend over nodes:
+    docs.vllm.ai "Parallelism and Scaling"; vllm/config/parallel.py nnodes, node_rank, master_addr, master_port):
+    node 0 runs the engine and its local workers, the others run their workers headless. The rendezvous is the
+    job's own (MASTER_ADDR, the first node of the allocation), on the port after the job's MASTER_PORT (that one is
+    the ranks' own torch.distributed group). {} and {} on one node."""
+    if nodes <= 1:
+        return {}, {}
+    env = os.environ if environ is None else environ
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
+    if missing:
+        raise RuntimeError(f"vLLM over {nodes} nodes needs the job's rendezvous address, but {', '.join(missing)} "
+                           "is not set (jobs.point sets both from the allocation in a job of several nodes)")
+    addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
+    kwargs = {"nnodes": nodes, "node_rank": node_rank, "master_addr": addr,
+              "master_port": port + 1 if port < 65535 else port - 1, "distributed_executor_backend": "mp"}
+    return kwargs, {"VLLM_HOST_IP": env.get("VLLM_HOST_IP") or node_address(addr)}

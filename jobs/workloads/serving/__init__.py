@@ -75,7 +75,9 @@ def check(cfg: dict[str, Any]) -> list[str]:
                         f"{', '.join(DEVICES[engine])})")
     if int(cfg["cards"]) > int(cfg["hardware"]["cards_per_node"]):
         problems.append(f"cards={cfg['cards']}: a serving point runs one server on one node (at most "
-                        f"{cfg['hardware']['cards_per_node']} cards of {cfg['hardware']['name']})")
+                        f"{cfg['hardware']['cards_per_node']} cards of {cfg['hardware']['name']}); a server over "
+                        "several nodes (vLLM's --nnodes with --headless servers on the other nodes) is not built "
+                        "yet: workload=inference runs vLLM over several nodes offline")
     if int(cfg["cards"]) > 1 and not servers.SPECS[engine].tp_flag:
         problems.append(f"server engine {engine} serves from one card; cards={cfg['cards']} needs one with tensor "
                         f"parallel ({', '.join(e for e, s in servers.SPECS.items() if s.tp_flag)})")

