@@ -1,0 +1,44 @@
+"""Bad input and faults, second probe (issue 29): each test is one row of the table in docs/explanation/faults.md."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs import plan, records
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def sweep(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env=env or ENV, capture_output=True,
+                          text=True, timeout=600, check=False)
+
+
+def point(make_cfg, *overrides: str) -> plan.Point:
+    return plan.make_point(make_cfg(*overrides), list(overrides))
+
+
+# --------------------------------------------------------------------------- shape and lengths
+
+@pytest.mark.parametrize("workload", ["inference", "serving"])
+def test_shape_and_lengths_that_disagree_are_refused(make_cfg, workload):
+    wl = f"workload={workload}"
+    (why,) = point(make_cfg, wl, "workload.shape=16x16", "workload.input_tokens=64").problems
+    assert why == ("workload.shape=16x16 sets input_tokens=16 output_tokens=16, but workload.input_tokens=64 says "
+                   "otherwise; give either workload.shape or the two lengths")
+    plain = point(make_cfg, wl, "workload.shape=16x16")
+    agreeing = point(make_cfg, wl, "workload.shape=16x16", "workload.input_tokens=16", "workload.output_tokens=16")
+    assert plain.problems == agreeing.problems == [] and plain.point_id == agreeing.point_id
+    # the two spellings without and with a shape keep their own ids (both existed before; documented)
+    assert point(make_cfg, wl, "workload.input_tokens=16", "workload.output_tokens=16").problems == []
+
+
+def test_plain_shape_keeps_its_point_id(make_cfg):
+    """The id of `shape=16x16` is what it was before equal lengths were folded into it."""
+    assert point(make_cfg, "workload.shape=16x16").point_id == "19fed5627a7b"
