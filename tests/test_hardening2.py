@@ -42,3 +42,35 @@ def test_shape_and_lengths_that_disagree_are_refused(make_cfg, workload):
 def test_plain_shape_keeps_its_point_id(make_cfg):
     """The id of `shape=16x16` is what it was before equal lengths were folded into it."""
     assert point(make_cfg, "workload.shape=16x16").point_id == "19fed5627a7b"
+
+
+# --------------------------------------------------------------------------- model configs
+
+def _transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
+
+
+def test_model_config_transformers_refuses_is_refused_at_plan_time(make_cfg):
+    if _transformers_major() < 5:
+        pytest.skip("transformers 4.x builds this config (it has no strict validation); the run fails later")
+    (why,) = point(make_cfg, "model.config.hidden_size=130").problems
+    assert why.startswith("model=tiny-llama's config cannot be built: transformers ") and \
+        "hidden size (130) is not a multiple of the number of attention heads (4)" in why, why
+
+
+def test_shipped_model_configs_build():
+    """The plan does not build the shipped model files' configs (config_problem skips them): this does."""
+    from jobs import conf
+    from jobs.models import _config_problem
+
+    for name, model in conf.group("model").items():
+        assert _config_problem(json.dumps(model["config"], sort_keys=True)) is None, name
+
+
+def test_unreadable_checkpoint_config_is_refused(make_cfg, tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "llama", ')
+    (why,) = point(make_cfg, "model=tinyllama-1.1b", f"model.path={tmp_path}").problems
+    assert why.startswith(f"model.path={tmp_path}: its config.json cannot be read (Expecting property name") and \
+        why.endswith("the checkpoint cannot be loaded: mend or replace it"), why
