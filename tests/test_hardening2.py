@@ -74,3 +74,13 @@ def test_unreadable_checkpoint_config_is_refused(make_cfg, tmp_path):
     (why,) = point(make_cfg, "model=tinyllama-1.1b", f"model.path={tmp_path}").problems
     assert why.startswith(f"model.path={tmp_path}: its config.json cannot be read (Expecting property name") and \
         why.endswith("the checkpoint cannot be loaded: mend or replace it"), why
+
+
+# --------------------------------------------------------------------------- serving dataset
+
+def test_non_utf8_dataset_names_file_and_line(make_cfg, tmp_path):
+    data = tmp_path / "prompts.jsonl"
+    data.write_bytes(b'{"prompt_token_ids": [1, 2]}\n{"prompt": "caf\xff"}\n')
+    problems = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
+    assert f"workload.dataset={data}, line 2: not UTF-8 text (byte 0xff at column 16); a dataset is JSON lines in " \
+           "UTF-8" in problems, problems
