@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -188,6 +189,9 @@ def hydra_main() -> None:
         main()
     except (HydraException, OmegaConfBaseException) as exc:
         print(f"error: {overrides.hydra_message(exc)}", file=sys.stderr)
+        sys.exit(2)
+    except yaml.YAMLError as exc:   # a config file (a user's cluster file) that is not YAML
+        print(f"error: {conf.yaml_problem(exc)}", file=sys.stderr)
         sys.exit(2)
 
 

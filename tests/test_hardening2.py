@@ -84,3 +84,28 @@ def test_non_utf8_dataset_names_file_and_line(make_cfg, tmp_path):
     problems = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
     assert f"workload.dataset={data}, line 2: not UTF-8 text (byte 0xff at column 16); a dataset is JSON lines in " \
            "UTF-8" in problems, problems
+
+
+# --------------------------------------------------------------------------- config files that are not YAML
+
+@pytest.mark.parametrize("where", ["cluster", "defaults"])
+def test_yaml_syntax_error_in_a_user_config_file(tmp_path, where):
+    user = tmp_path / "config"
+    (user / "cluster").mkdir(parents=True)
+    if where == "cluster":
+        bad, args = user / "cluster" / "bad.yaml", ["cluster=bad"]
+        bad.write_text("name: bad\nkind: local\n  x: [1,\n")
+        message = f"error: {bad}, line 3: mapping values are not allowed here; mend the file's YAML"
+    else:
+        bad, args = user / "defaults.yaml", []
+        bad.write_text("cluster: [a\n")
+        message = (f"error: {bad}, line 2: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence "
+                   "at line 1); mend the file's YAML")
+    env = {**ENV, "ACCELSWEEP_CONFIG_DIR": str(user)}
+    env.pop("ACCELSWEEP_CLUSTER", None)
+    proc = sweep(tmp_path, *args, "dry_run=true", env=env)
+    assert proc.returncode == 2 and proc.stderr.strip() == message, proc.stderr
+    if where == "defaults":
+        show = subprocess.run([sys.executable, "-m", "jobs.cluster", "show"], env=env, capture_output=True, text=True,
+                              check=False)
+        assert show.returncode == 2 and show.stderr.strip() == message, show.stderr
