@@ -8,6 +8,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
+
+if __name__ == "__main__":   # Ctrl-C while the libraries below load: one line and status 130, not a traceback
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted before anything was submitted", file=sys.stderr),
+                                             os._exit(130)))
+
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +192,9 @@ def hydra_main() -> None:
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")   # Hydra raises instead of printing and exiting 1
     try:
         main()
+    except KeyboardInterrupt:   # while Hydra composed the config (run_or_exit answers those that come later)
+        print("interrupted before anything was submitted", file=sys.stderr)
+        sys.exit(130)
     except (HydraException, OmegaConfBaseException) as exc:
         print(f"error: {overrides.hydra_message(exc)}", file=sys.stderr)
         sys.exit(2)

@@ -109,3 +109,38 @@ def test_yaml_syntax_error_in_a_user_config_file(tmp_path, where):
         show = subprocess.run([sys.executable, "-m", "jobs.cluster", "show"], env=env, capture_output=True, text=True,
                               check=False)
         assert show.returncode == 2 and show.stderr.strip() == message, show.stderr
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+_CTRL_C_AT = {   # a Ctrl-C delivered at a chosen moment of the sweep's start, deterministically
+    "imports": """
+import builtins
+real = builtins.__import__
+def imp(name, *a, **k):
+    if name == "hydra" and not getattr(builtins, "_sent", False):
+        builtins._sent = True
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *a, **k)
+builtins.__import__ = imp
+""",
+    "compose": """
+import hydra._internal.hydra as h
+real = h.Hydra.compose_config
+def compose(*a, **k):
+    os.kill(os.getpid(), signal.SIGINT)
+    return real(*a, **k)
+h.Hydra.compose_config = compose
+""",
+}
+
+
+@pytest.mark.parametrize("moment", sorted(_CTRL_C_AT))
+def test_ctrl_c_during_start_up_is_one_line(tmp_path, moment):
+    code = ("import os, runpy, signal, sys\n" + _CTRL_C_AT[moment] +
+            "sys.argv = ['jobs.sweep', 'dry_run=true']\nrunpy.run_module('jobs.sweep', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=ENV, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted before anything was submitted", \
+        (proc.returncode, proc.stderr)
+    assert not (tmp_path / "runs").exists()

@@ -96,9 +96,9 @@ def length_problems(wl: Config, options: dict[str, Any]) -> list[str]:
     bad = [f"workload.{k}={wl.get(k)}" for k, v in pair.items() if wl.get(k) not in (v, options[k].default)]
     if not bad:
         return []
-    return [f"workload.shape={wl['shape']} sets input_tokens={pair['input_tokens']} output_tokens="
-            f"{pair['output_tokens']}, but {' '.join(bad)} says otherwise; give either workload.shape or the two "
-            "lengths"]
+    return [(f"workload.shape={wl['shape']} sets input_tokens={pair['input_tokens']} output_tokens="
+             f"{pair['output_tokens']}, but {' '.join(bad)} says otherwise; give either workload.shape or the two "
+             "lengths")]
 
 
 def length_identity(wl: Config, options: dict[str, Any]) -> Config:
