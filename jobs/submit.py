@@ -121,3 +121,19 @@ def wait(sweep_dir: Path, poll_s: float = 5.0, poll_max_s: float = 60.0) -> dict
             delay = poll_s if now != last else min(poll_max_s, delay * 1.5)
             last = now
             time.sleep(delay)
+
+
+def still_queued(sweep_dir: Path, manifest: Manifest) -> str:
+    """What a sweep that stops waiting (Ctrl-C during sweep.wait) leaves on the cluster, and what to do about it:
+    its jobs keep their places in the queue; nothing is cancelled."""
+    report = (manifest.report_jobs() or [None])[-1]
+    jobs = status.job_states(manifest, extra=(report,) if report else ())
+    tasks = [t for t, s in jobs.items() if s.get("state") in ACTIVE and t != report]
+    arrays = sorted({t.split("_")[0] for t in tasks})
+    left = (f"{len(tasks)} point job(s) still queued or running on the cluster (job {', '.join(arrays)})"
+            if tasks else "no point job is queued or running")
+    if report and jobs.get(report, {}).get("state") in ACTIVE:
+        left += f"; the report job {report} waits for them"
+    return (f"stopped waiting: {left}. Follow them with python -m jobs.status {sweep_dir}; cancel them with "
+            f"python -m jobs.cancel {sweep_dir}")
+

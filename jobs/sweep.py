@@ -110,7 +110,14 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
     if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
-        counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
+        try:
+            counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
+        except KeyboardInterrupt:   # the jobs stay queued: say so, on a line of its own after the live display
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # while squeue is asked once more
+            if sys.stdout.isatty():   # the live line has no newline yet
+                print(flush=True)
+            print(submit.still_queued(sweep_dir, Manifest.load(sweep_dir)), file=sys.stderr, flush=True)
+            sys.exit(130)
         print(f"done: {status.summary_line(counts)}")
         line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
         if line:

@@ -144,3 +144,33 @@ def test_ctrl_c_during_start_up_is_one_line(tmp_path, moment):
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted before anything was submitted", \
         (proc.returncode, proc.stderr)
     assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_while_waiting_for_slurm_names_the_jobs_left(make_cfg, tmp_path, monkeypatch, capsys):
+    """sweep.wait=true, Ctrl-C: the jobs stay queued; the sweep says which, and how to follow or cancel them."""
+    from jobs import status, submit, sweep
+    from jobs.manifest import Manifest
+
+    pts = [plan.make_point(make_cfg(f"seed={i}"), [f"seed={i}"]) for i in range(3)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    m.add_group(entry, "a", pts[:2], submitted=records.now(), job_id="41", tasks=["41_0", "41_1"], save=False)
+    m.add_group(entry, "b", pts[2:], submitted=records.now(), job_id="42", tasks=["42_0"], save=False)
+    m.save()
+    states = {"41_0": {"state": "ok"}, "41_1": {"state": "running"}, "42_0": {"state": "pending"}}
+    monkeypatch.setattr(status, "job_states", lambda *a, **k: states)
+    assert submit.still_queued(tmp_path, Manifest.load(tmp_path)) == (
+        "stopped waiting: 2 point job(s) still queued or running on the cluster (job 41, 42). Follow them with "
+        f"python -m jobs.status {tmp_path}; cancel them with python -m jobs.cancel {tmp_path}")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(submit, "wait", interrupted)
+    monkeypatch.setattr(sweep.plan, "plan", lambda configs: [])   # nothing to plan: the wait is what is tested
+    monkeypatch.setattr(sweep, "_queued", lambda manifest: ({"x": "41_1"}, {"pending_reports": [], "reports": []}))
+    cfg = make_cfg("cluster=localslurm", "sweep.wait=true", "sweep.report=false",
+                   f"sweep.runs_dir={tmp_path.parent}", f"sweep.name={tmp_path.name}")
+    with pytest.raises(SystemExit) as stop:
+        sweep.run([([], cfg)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 130 and "stopped waiting: 2 point job(s) still queued" in err and "error" not in err
