@@ -1,6 +1,7 @@
 """From planned points to jobs: skip measured points, show the plan, wait (the schedulers submit)."""
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
@@ -25,6 +26,31 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool,
         rec = None if force else records.read_point(records.record_path(sweep_dir / "points", p.point_id))[0]
         (measured if rec and rec["status"] == "ok" else todo).append(p)
     return todo, measured, busy
+
+
+def _writable(directory: Path) -> bool:
+    """A directory this process may create files in (access(2): also false for an immutable one, chattr +i)."""
+    return directory.is_dir() and os.access(directory, os.W_OK | os.X_OK)
+
+
+def unwritable(points: list[Point], sweep_dir: Path) -> list[tuple[str, str]]:
+    """Plan time: (where, why) for each point to run whose record could not be written where it goes, so that
+    nothing is measured only to be lost: an unwritable points/ or point directory, a record path that is a
+    directory."""
+    top = sweep_dir / "points"
+    if top.exists() and not _writable(top):
+        return [("sweep", f"{top} is not a directory this user can write to (its mode, an immutable flag, or a "
+                          "read-only mount): no record could be written; make it writable (chmod u+w, chattr -i)")]
+    out = []
+    for p in points:
+        where, rec = top / p.point_id, records.record_path(top, p.point_id)
+        if rec.is_dir() and not rec.is_symlink():
+            out.append((p.label, f"{rec} is a directory, not a record: the point's record could not be written "
+                                 f"there; remove it (rm -r {rec})"))
+        elif where.exists() and not _writable(where):
+            out.append((p.label, f"{where} is not a directory this user can write to: the point's record could "
+                                 "not be written; make it writable (chmod u+w, chattr -i) or remove it"))
+    return out
 
 
 def active_points(manifest: Manifest, jobs: dict[str, dict[str, str]]) -> dict[str, str]:

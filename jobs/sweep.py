@@ -57,6 +57,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     active, earlier = _queued(manifest)
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
     groups = plan.groups(todo)
+    if unwritable := submit.unwritable(todo, sweep_dir):   # found before anything is measured
+        raise plan.SweepRejected(unwritable)
     limits = None
     if groups:
         problems = sched.check(groups, cluster)

@@ -174,3 +174,32 @@ def test_ctrl_c_while_waiting_for_slurm_names_the_jobs_left(make_cfg, tmp_path, 
         sweep.run([([], cfg)])
     err = capsys.readouterr().err
     assert stop.value.code == 130 and "stopped waiting: 2 point job(s) still queued" in err and "error" not in err
+
+
+# --------------------------------------------------------------------------- where records go
+
+@pytest.mark.parametrize("case", ["record_is_a_directory", "points_immutable", "point_dir_immutable"])
+def test_record_that_could_not_be_written_is_refused_at_plan_time(make_cfg, tmp_path, case):
+    """Found before the point is measured (it used to be measured, then its record lost)."""
+    from jobs import sweep
+
+    cfg = make_cfg(f"sweep.runs_dir={tmp_path}", "sweep.name=s", "sweep.report=false")
+    pid = plan.make_point(cfg, []).point_id
+    points = tmp_path / "s" / "points"
+    (points / pid).mkdir(parents=True)
+    if case == "record_is_a_directory":
+        (points / pid / "record.json").mkdir()
+        locked, message = None, f"{points / pid / 'record.json'} is a directory, not a record"
+    else:
+        locked = points if case == "points_immutable" else points / pid
+        message = f"{locked} is not a directory this user can write to"
+        if subprocess.run(["chattr", "+i", str(locked)], capture_output=True, check=False).returncode:
+            pytest.skip("chattr +i is not available here")
+    try:
+        with pytest.raises(plan.SweepRejected) as refused:
+            sweep.run([([], cfg)])
+    finally:
+        if locked is not None:
+            subprocess.run(["chattr", "-i", str(locked)], check=True)
+    assert message in str(refused.value), str(refused.value)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["points"]   # nothing run, nothing written
