@@ -203,3 +203,36 @@ def test_record_that_could_not_be_written_is_refused_at_plan_time(make_cfg, tmp_
             subprocess.run(["chattr", "-i", str(locked)], check=True)
     assert message in str(refused.value), str(refused.value)
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["points"]   # nothing run, nothing written
+
+
+# --------------------------------------------------------------------------- one judge of records
+
+def test_status_counts_a_schema_breaking_record_invalid_as_aggregate_and_resume_do(make_cfg, tmp_path):
+    """A record that is JSON but breaks the schema ("median": "fast"), left by a job that ended OK: aggregate says
+    invalid, resume measures it again, and jobs.status says invalid (it said ok: the job's state won)."""
+    from analysis import aggregate
+    from jobs import status
+    from jobs.manifest import Manifest
+    from jobs.submit import split_measured
+    from tests.test_hardening import _record
+
+    pts = [plan.make_point(make_cfg(f"seed={i}"), [f"seed={i}"]) for i in range(2)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=records.now(), job_id="local-1-1", tasks=["local-1-1_0", "local-1-1_1"],
+                save=False)
+    m.save()
+    for p in pts:
+        rec = _record("ok", pid=p.point_id)
+        rec["metrics"]["latency_s"]["median"] = "fast"
+        path = records.record_path(tmp_path / "points", p.point_id)
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(rec))
+    jobs = {f"local-1-1_{i}": {"state": "ok", "native": "OK", "exit_code": ""} for i in range(2)}
+    rows = status.point_states(tmp_path, Manifest.load(tmp_path), jobs=jobs)
+    assert status.counts(rows) == {"invalid": 2}, rows
+    assert all(r["detail"].startswith("record not used: ") for r in rows)
+    table = aggregate.aggregate([tmp_path])
+    assert set(table["status"]) == {"invalid"}
+    todo, measured, _ = split_measured(pts, tmp_path, force=False)
+    assert len(todo) == 2 and not measured
