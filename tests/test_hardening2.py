@@ -236,3 +236,111 @@ def test_status_counts_a_schema_breaking_record_invalid_as_aggregate_and_resume_
     assert set(table["status"]) == {"invalid"}
     todo, measured, _ = split_measured(pts, tmp_path, force=False)
     assert len(todo) == 2 and not measured
+
+
+# --------------------------------------------------------------------------- the local display after an interrupt
+
+def _local_points(pids: list[str]) -> list[plan.Point]:
+    from tests.test_hardening import _points
+
+    return _points(pids)
+
+
+class _FakeJob:
+    """A local worker: ends its points with `status` records once `polls` polls have passed, or once the sweep
+    stopped (then the point it runs is recorded `on_stop`, and it starts no other)."""
+
+    def __init__(self, owner, sweep_dir, pids, *, polls=3, status="ok", on_stop="cancelled", stop_at=None):
+        self.owner, self.sweep_dir, self.pids, self.n = owner, sweep_dir, list(pids), 0
+        self.polls, self.status, self.on_stop, self.stop_at = polls, status, on_stop, stop_at
+        self.job_id = f"w{id(self)}"
+
+    def _write(self, pid, status):
+        path = records.record_path(self.sweep_dir / "points", pid)
+        if not path.exists():
+            from tests.test_hardening import _record
+
+            records.write_record(path, _record(status, start=records.now(), pid=pid))
+
+    def done(self):
+        from jobs import watchdog
+
+        self.n += 1
+        if self.stop_at == self.n:
+            watchdog.stop(self.owner)   # as jobs.cancel from another shell, or Ctrl-C; seen at the next loop
+            return False
+        if watchdog.stopped(self.owner):
+            if self.pids:   # the point it runs; it starts no other
+                self._write(self.pids[0], self.on_stop)
+                self.pids = []
+            return True
+        if self.n >= self.polls and self.pids:
+            self._write(self.pids.pop(0), self.status)
+            self.n = 0
+        return not self.pids
+
+    def result(self):
+        return None
+
+    def exception(self):
+        return None
+
+    def cancel(self):
+        pass
+
+    def stdout(self):
+        return ""
+
+    stderr = stdout
+
+
+def _fake_executor(monkeypatch, sweep_dir, **kw):
+    from jobs.schedulers import local
+
+    class Executor:
+        def submit(self, fn, specs, sweep_dir_, owner, limit_s=None):
+            pids = [s["point_id"] for s in (specs if isinstance(specs, list) else [specs])]
+            return _FakeJob(owner, sweep_dir, pids, **kw)
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+
+
+def test_interrupted_local_sweep_starts_and_shows_nothing_new(tmp_path, monkeypatch, capsys):
+    """One worker, three points, interrupted while the first runs (its worker records it cancelled): no point is
+    started, shown started or journaled running afterwards; the counts add up, cancelled shown as cancelled."""
+    from jobs.schedulers import local
+
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]
+    _fake_executor(monkeypatch, tmp_path, polls=100, stop_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        local.run({"g": _local_points(ids)}, tmp_path, max_parallel=1)
+    out = capsys.readouterr().out
+    after = out[out.index("interrupted: cancelling 1 running point(s); 2 not started"):]
+    assert "started" not in after.replace("not started", ""), out
+    assert f"[1/3] cancelled {ids[0]}" in after and "ok 0 · failed 0 · cancelled 1 · not started 2" in after, out
+    (journal,) = (tmp_path / "local").glob("*.jsonl")
+    lines = [json.loads(x) for x in journal.read_text().splitlines()[1:]]
+    tasks = json.loads(journal.read_text().splitlines()[0])["tasks"]
+    assert [(x["task"], x["state"]) for x in lines if x["state"] == "running"] == [(tasks[ids[0]], "running")]
+
+
+def test_one_interrupted_point_counts_add_up(tmp_path, monkeypatch, capsys):
+    from jobs.schedulers import local
+
+    _fake_executor(monkeypatch, tmp_path, polls=100, stop_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        local.run({"g": _local_points(["aaaaaaaaaaaa"])}, tmp_path, max_parallel=1)
+    out = capsys.readouterr().out
+    assert "interrupted: cancelling 1 running point(s); 0 not started" in out
+    assert "ok 0 · failed 0 · cancelled 1 · not started 0" in out and "-1" not in out, out
+
+
+def test_parallel_points_have_their_own_start_numbers(tmp_path, monkeypatch, capsys):
+    from jobs.schedulers import local
+
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    a, b = _local_points(ids)
+    _fake_executor(monkeypatch, tmp_path, polls=3)
+    assert local.run({"g1": [a], "g2": [b]}, tmp_path, max_parallel=2) == dict.fromkeys(ids, "ok")
+    out = capsys.readouterr().out
+    assert out.count("[1/2] started") == 1 and out.count("[2/2] started") == 1, out

@@ -202,13 +202,23 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     status: dict[str, str] = {}
     journal = journal or Journal(sweep_dir, watchdog.identity(sweep_dir), [p for _, pts in queue for p in pts])
     owner = journal.owner
+    began = 0           # points shown started: each start line has its own number
+    stopping = False    # interrupted: no point starts any more, nor is shown or journaled as started
+
+    def busy() -> int:
+        """Points running now (a worker's first point; none once the sweep stops)."""
+        return 0 if stopping else sum(bool(w.points) for w in running)
 
     def pending() -> int:
-        return sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
+        return sum(len(pts) for _, pts in queue) + sum(len(w.points) for w in running) - busy()
 
     def describe() -> str:
-        failed = sum(s != "ok" for s in status.values())
-        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {pending()}"
+        cancelled = sum(s == "cancelled" for s in status.values())
+        failed = sum(s not in ("ok", "cancelled") for s in status.values())
+        text = f"ok {len(status) - failed - cancelled} · failed {failed}"
+        if cancelled or stopping:
+            text += f" · cancelled {cancelled}"
+        return text + (f" · not started {pending()}" if stopping else f" · running {busy()} · pending {pending()}")
 
     def done(point: Point, st: str, elapsed: float, progress) -> None:
         status[point.point_id] = st
@@ -218,8 +228,10 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     def begins(point: Point, progress) -> None:
         """Without a terminal the bar is drawn only at the end: a line says which point started, and when."""
+        nonlocal began
+        began += 1
         if not out.is_terminal:
-            progress.console.print(f"[{len(status) + 1}/{total}] started   {point.point_id}  {point.label}  "
+            progress.console.print(f"[{began}/{total}] started   {point.point_id}  {point.label}  "
                                    f"({time.strftime('%H:%M:%S')})")
 
     def start(key: str, pts: list[Point], progress) -> None:
@@ -250,8 +262,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                                                          p.submitted)) is not None:
             now = time.monotonic()
             done(w.points.pop(0), rec["status"], now - w.t0, progress)
-            journal.set(w.points[:1], "running", w.job.job_id)
-            if w.points:
+            if w.points and not stopping:   # the worker goes on to its next point
+                journal.set(w.points[:1], "running", w.job.job_id)
                 begins(w.points[0], progress)
             w.t0 = now
 
@@ -296,8 +308,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                     time.sleep(0.05 if running else 0)
             except KeyboardInterrupt:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
-                progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
-                                       f"{pending()} not started")
+                progress.console.print(f"interrupted: cancelling {busy()} running point(s); {pending()} not started")
+                stopping = True
                 # The point each worker runs now; one the worker reaches while it stops never started measuring
                 # (its worker writes a record itself if it did), so it gets no record saying it ran.
                 ran = {id(w): w.points[0] for w in running if w.points}
