@@ -344,3 +344,43 @@ def test_parallel_points_have_their_own_start_numbers(tmp_path, monkeypatch, cap
     assert local.run({"g1": [a], "g2": [b]}, tmp_path, max_parallel=2) == dict.fromkeys(ids, "ok")
     out = capsys.readouterr().out
     assert out.count("[1/2] started") == 1 and out.count("[2/2] started") == 1, out
+
+
+# --------------------------------------------------------------------------- cores of parallel local workers
+
+def test_parallel_local_workers_that_need_more_cores_than_there_are_are_refused(make_cfg, monkeypatch):
+    from jobs.schedulers import local
+
+    pts = [plan.make_point(make_cfg(f"cards={c}", "cluster.max_parallel=2"), [f"cards={c}"]) for c in (1, 2)]
+    assert all(not p.problems for p in pts), [p.problems for p in pts]
+    monkeypatch.setattr(local, "_machine_cores", lambda: [0, 1])
+    (refusal,) = local.SCHEDULER.check(plan.groups(pts), pts[0].cfg["cluster"])
+    assert refusal == ("cluster", "cluster.max_parallel=2 runs 2 workers at once, which pin 2 (cards=2) + 1 (cards=1) "
+                                  "= 3 CPU cores, but this machine has 2: their measurements would share cores; use "
+                                  "cluster.max_parallel=1 (or fewer cards)")
+    monkeypatch.setattr(local, "_machine_cores", lambda: [0, 1, 2])
+    assert local.SCHEDULER.check(plan.groups(pts), pts[0].cfg["cluster"]) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
+def test_parallel_local_workers_get_cores_of_their_own(tmp_path, monkeypatch, capsys):
+    """Each worker inherits the cores it may pin (limit_cpu pins its ranks within them): two workers of one card
+    each no longer both pin the first core."""
+    from jobs.schedulers import local
+
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    a, b = _local_points(ids)
+    for p in (a, b):
+        p.params = {**p.params, "cpu_threads_per_rank": 1}
+    seen = []
+
+    class Executor:
+        def submit(self, fn, specs, sweep_dir_, owner, limit_s=None):
+            seen.append(os.sched_getaffinity(0))
+            return _FakeJob(owner, tmp_path, [s["point_id"] for s in specs], polls=3)
+
+    monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+    before = os.sched_getaffinity(0)
+    assert local.run({"g1": [a], "g2": [b]}, tmp_path, max_parallel=2) == dict.fromkeys(ids, "ok")
+    first, second = sorted(before)[:2]
+    assert seen == [{first}, {second}] and os.sched_getaffinity(0) == before
