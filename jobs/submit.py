@@ -156,8 +156,12 @@ def still_queued(sweep_dir: Path, manifest: Manifest) -> str:
     jobs = status.job_states(manifest, extra=(report,) if report else ())
     tasks = [t for t, s in jobs.items() if s.get("state") in ACTIVE and t != report]
     arrays = sorted({t.split("_")[0] for t in tasks})
-    left = (f"{len(tasks)} point job(s) still queued or running on the cluster (job {', '.join(arrays)})"
-            if tasks else "no point job is queued or running")
+    if tasks:
+        left = f"{len(tasks)} point job(s) still queued or running on the cluster (job {', '.join(arrays)})"
+    elif not jobs and manifest.job_ids():   # the scheduler did not answer (its warning is above)
+        left = f"its jobs (job {', '.join(manifest.job_ids())}) may still be queued or running"
+    else:
+        left = "no point job is queued or running"
     if report and jobs.get(report, {}).get("state") in ACTIVE:
         left += f"; the report job {report} waits for them"
     return (f"stopped waiting: {left}. Follow them with python -m jobs.status {sweep_dir}; cancel them with "

@@ -402,3 +402,16 @@ def test_endpoint_that_never_answers_says_which_request_timed_out_after_how_long
     assert [r.ok for r in reqs] == [False]
     assert reqs[0].error == ("TimeoutError: a request (prompt of 5 tokens, 3 asked) got no answer within "
                              "workload.request_timeout_s=0.5 s"), reqs[0].error
+
+
+def test_stopped_waiting_without_an_answer_from_slurm_says_the_jobs_may_still_run(make_cfg, tmp_path, monkeypatch):
+    from jobs import status, submit
+    from jobs.manifest import Manifest
+
+    (p,) = [plan.make_point(make_cfg("seed=1"), ["seed=1"])]
+    m = Manifest(tmp_path)
+    entry = m.begin([p], cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    m.add_group(entry, "a", [p], submitted=records.now(), job_id="43", tasks=["43"])
+    monkeypatch.setattr(status, "job_states", lambda *a, **k: {})
+    assert submit.still_queued(tmp_path, Manifest.load(tmp_path)).startswith(
+        "stopped waiting: its jobs (job 43) may still be queued or running. Follow them with")

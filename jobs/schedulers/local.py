@@ -235,7 +235,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     status: dict[str, str] = {}
     journal = journal or Journal(sweep_dir, watchdog.identity(sweep_dir), [p for _, pts in queue for p in pts])
     owner = journal.owner
-    began = 0           # points shown started: each start line has its own number
+    numbers: dict[str, int] = {}   # point id -> its start line's number, in the order points start (a point
+    # a worker reached but did not run, started again by a new worker, keeps its number)
     stopping = False    # interrupted: no point starts any more, nor is shown or journaled as started
 
     def busy() -> int:
@@ -261,10 +262,9 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     def begins(point: Point, progress) -> None:
         """Without a terminal the bar is drawn only at the end: a line says which point started, and when."""
-        nonlocal began
-        began += 1
+        n = numbers.setdefault(point.point_id, len(numbers) + 1)
         if not out.is_terminal:
-            progress.console.print(f"[{began}/{total}] started   {point.point_id}  {point.label}  "
+            progress.console.print(f"[{n}/{total}] started   {point.point_id}  {point.label}  "
                                    f"({time.strftime('%H:%M:%S')})")
 
     def own_cores(pts: list[Point]) -> tuple[int, ...]:
