@@ -39,7 +39,11 @@ def with_default(argv: list[str]) -> list[str]:
     """`argv` plus cluster=<default site> when it names no cluster; exits 2 if the default does not exist."""
     if any(re.match(r"^\+{0,2}cluster=", a) for a in argv[1:]):
         return argv
-    name, source = default_name()
+    try:
+        name, source = default_name()
+    except conf.ConfigFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     if name is None:
         return argv
     if conf.find("cluster", name) is None:
@@ -82,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("show", help="which cluster a command that names none uses")
     args = ap.parse_args(argv)
     if args.command == "show":
-        name, source = default_name()
+        try:
+            name, source = default_name()
+        except conf.ConfigFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"default cluster: {name} (from {source})" if name else "default cluster: local (none configured)")
         return 0
     try:

@@ -33,11 +33,34 @@ def find(group: str, name: str) -> Path | None:
     return next((p for d in (SHIPPED, user_dir()) if (p := d / group / f"{name}.yaml").is_file()), None)
 
 
+class ConfigFileError(ValueError):
+    """A config file that is not YAML (the message names the file, the line and YAML's word on it)."""
+
+
+def yaml_problem(exc: Exception, path: Path | str | None = None) -> str:
+    """`<file>, line N: <problem>` for a YAML syntax error (PyYAML's marks count lines from 0)."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return f"{path}: {exc}" if path else str(exc)
+    name = mark.name if mark.name and not mark.name.startswith("<") else path
+    text = f"{name}, line {mark.line + 1}: {getattr(exc, 'problem', None) or exc}"
+    context, where = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and where is not None and where.line != mark.line:
+        text += f" ({context} at line {where.line + 1})"
+    elif context:
+        text += f" ({context})"
+    return f"{text}; mend the file's YAML"
+
+
 def load(path: Path) -> dict[str, Any]:
-    """One config file as a plain dict."""
+    """One config file as a plain dict; ConfigFileError when it is not YAML."""
+    import yaml
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(OmegaConf.load(path))
+    try:
+        return OmegaConf.to_container(OmegaConf.load(path))
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(yaml_problem(exc, path)) from None
 
 
 def group(group: str) -> dict[str, dict[str, Any]]:

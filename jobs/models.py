@@ -1,9 +1,12 @@
 """Hugging Face models from the model config: a local checkpoint or random weights. Never downloads."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
+
+from jobs import conf
 
 # config.json keys that describe the file, not the architecture (transformers writes them with save_pretrained)
 _BOOKKEEPING = ("architectures", "transformers_version", "torch_dtype", "dtype", "auto_map")
@@ -24,8 +27,9 @@ def adopt_checkpoint(cfg: dict[str, Any], overrides: list[str]) -> tuple[dict[st
         return cfg, []   # a missing checkpoint is reported by plan.check_point
     try:
         ckpt = json.loads((Path(path) / "config.json").read_text())
-    except (OSError, ValueError) as exc:
-        return cfg, [f"model.path={path}: config.json cannot be read ({exc}); the model file's config is used"]
+    except (OSError, ValueError) as exc:   # loading the checkpoint would fail the same way, after the point started
+        raise ValueError(f"model.path={path}: its config.json cannot be read ({exc}); the checkpoint cannot be "
+                         "loaded: mend or replace it") from None
     if not isinstance(ckpt, dict) or "model_type" not in ckpt:   # not a transformers checkpoint (e.g. diffusers)
         return cfg, []
     arch = {k: v for k, v in ckpt.items() if k not in _BOOKKEEPING and not k.startswith("_")}
@@ -58,6 +62,42 @@ def _dtype_kwarg(dtype) -> dict[str, Any]:
     # transformers 4.56 renamed torch_dtype to dtype; 4.55 (optimum-habana's pin) knows only torch_dtype.
     name = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
     return {name: dtype}
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_configs() -> list[str]:
+    return [json.dumps(m.get("config"), sort_keys=True) for m in conf.group("model").values()]
+
+
+@functools.lru_cache(maxsize=64)
+def _config_problem(blob: str) -> str | None:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    config = json.loads(blob)
+    if config.get("model_type") not in CONFIG_MAPPING_NAMES:   # not a transformers model (e.g. the SR3 U-Net)
+        return None
+    try:
+        hf_config({"config": config})
+    except Exception as exc:  # noqa: BLE001  whatever transformers refuses (5.x: a strict dataclass validation)
+        import transformers
+
+        cause = exc.__cause__ or exc
+        return f"transformers {transformers.__version__} refuses it: {type(cause).__name__}: {cause}"
+    return None
+
+
+def config_problem(model_cfg: dict[str, Any]) -> str | None:
+    """Why transformers cannot build the model's config (e.g. a hidden size that is not a multiple of the heads),
+    or None: found at plan time, not after the point started. Config objects only, no weights; once per distinct
+    config. The shipped model files' configs are not built here (that would import torch into every plan):
+    tests/test_hardening2.py builds each of them."""
+    config = model_cfg.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        return None
+    blob = json.dumps(config, sort_keys=True)
+    if blob in _shipped_configs():
+        return None
+    return _config_problem(blob)
 
 
 def hf_config(model_cfg: dict[str, Any]):

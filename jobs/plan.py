@@ -270,7 +270,11 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
                      params={}, command=rerun_command(list(overrides), str(cfg["sweep"]["name"])), problems=typed)
     from jobs.models import adopt_checkpoint
 
-    cfg, notes = adopt_checkpoint(cfg, overrides)   # model.init=pretrained: the checkpoint's config.json wins
+    try:
+        cfg, notes = adopt_checkpoint(cfg, overrides)   # model.init=pretrained: the checkpoint's config.json wins
+    except ValueError as exc:   # its config.json cannot be read
+        problems.append(str(exc))
+        notes = []
     try:
         wl = workloads.get(cfg["workload"]["name"])
         problems += wl.check(cfg)
@@ -346,6 +350,8 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
     elif model["init"] == "pretrained" and here and not (Path(model["path"]) / "config.json").is_file():
         problems.append(f"model={model['name']} has init=pretrained but model.path={model['path']!r} is not a "
                         "checkpoint (no config.json in it); point model.path at a local checkpoint directory")
+    elif why := _model_config_problem(model):
+        problems.append(f"model={model['name']}'s config cannot be built: {why}")
     if cfg["energy"] not in ENERGY_CHOICES:
         problems.append(f"energy={cfg['energy']!r} is not a meter; allowed: {', '.join(ENERGY_CHOICES)}")
     for key in ("time_limit", "dist_timeout"):
@@ -355,6 +361,12 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
             except ValueError as exc:
                 problems.append(str(exc) if key == "time_limit" else f"cluster.{key}: {exc}")
     return problems
+
+
+def _model_config_problem(model: dict[str, Any]) -> str | None:
+    from jobs.models import config_problem
+
+    return config_problem(model)
 
 
 DIST_TIMEOUT = "00:10:00"   # torch.distributed's timeout where the cluster file sets none (its own default too)

@@ -65,7 +65,11 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                 detail = f"{job['native']}: {job['reason']}"
             if state == "running" and current.get(sub["task"]) not in (None, pid):
                 state, detail = "pending", f"waits in array task {sub['task']} behind point {current[sub['task']]}"
-            if state not in ("pending", "running") and rec is not None:
+            if state not in ("pending", "running") and rec is not None and rec["status"] == INVALID:
+                # the record the job left breaks the schema (it has no start time to be fresh by): as aggregate
+                # and resume judge it (records.read_point), not as the job's exit says
+                state, detail = INVALID, rec["message"] or ""
+            elif state not in ("pending", "running") and rec is not None:
                 detail += f"; older record: {rec['status']}"
         elif sub.get("error"):
             state, detail = "not submitted", f"Slurm refused the array: {sub['error']}"

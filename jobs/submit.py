@@ -1,6 +1,7 @@
 """From planned points to jobs: skip measured points, show the plan, wait (the schedulers submit)."""
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from pathlib import Path
@@ -25,6 +26,31 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool,
         rec = None if force else records.read_point(records.record_path(sweep_dir / "points", p.point_id))[0]
         (measured if rec and rec["status"] == "ok" else todo).append(p)
     return todo, measured, busy
+
+
+def _writable(directory: Path) -> bool:
+    """A directory this process may create files in (access(2): also false for an immutable one, chattr +i)."""
+    return directory.is_dir() and os.access(directory, os.W_OK | os.X_OK)
+
+
+def unwritable(points: list[Point], sweep_dir: Path) -> list[tuple[str, str]]:
+    """Plan time: (where, why) for each point to run whose record could not be written where it goes, so that
+    nothing is measured only to be lost: an unwritable points/ or point directory, a record path that is a
+    directory."""
+    top = sweep_dir / "points"
+    if top.exists() and not _writable(top):
+        return [("sweep", f"{top} is not a directory this user can write to (its mode, an immutable flag, or a "
+                          "read-only mount): no record could be written; make it writable (chmod u+w, chattr -i)")]
+    out = []
+    for p in points:
+        where, rec = top / p.point_id, records.record_path(top, p.point_id)
+        if rec.is_dir() and not rec.is_symlink():
+            out.append((p.label, f"{rec} is a directory, not a record: the point's record could not be written "
+                                 f"there; remove it (rm -r {rec})"))
+        elif where.exists() and not _writable(where):
+            out.append((p.label, f"{where} is not a directory this user can write to: the point's record could "
+                                 "not be written; make it writable (chmod u+w, chattr -i) or remove it"))
+    return out
 
 
 def active_points(manifest: Manifest, jobs: dict[str, dict[str, str]]) -> dict[str, str]:
@@ -121,3 +147,23 @@ def wait(sweep_dir: Path, poll_s: float = 5.0, poll_max_s: float = 60.0) -> dict
             delay = poll_s if now != last else min(poll_max_s, delay * 1.5)
             last = now
             time.sleep(delay)
+
+
+def still_queued(sweep_dir: Path, manifest: Manifest) -> str:
+    """What a sweep that stops waiting (Ctrl-C during sweep.wait) leaves on the cluster, and what to do about it:
+    its jobs keep their places in the queue; nothing is cancelled."""
+    report = (manifest.report_jobs() or [None])[-1]
+    jobs = status.job_states(manifest, extra=(report,) if report else ())
+    tasks = [t for t, s in jobs.items() if s.get("state") in ACTIVE and t != report]
+    arrays = sorted({t.split("_")[0] for t in tasks})
+    if tasks:
+        left = f"{len(tasks)} point job(s) still queued or running on the cluster (job {', '.join(arrays)})"
+    elif not jobs and manifest.job_ids():   # the scheduler did not answer (its warning is above)
+        left = f"its jobs (job {', '.join(manifest.job_ids())}) may still be queued or running"
+    else:
+        left = "no point job is queued or running"
+    if report and jobs.get(report, {}).get("state") in ACTIVE:
+        left += f"; the report job {report} waits for them"
+    return (f"stopped waiting: {left}. Follow them with python -m jobs.status {sweep_dir}; cancel them with "
+            f"python -m jobs.cancel {sweep_dir}")
+

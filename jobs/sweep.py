@@ -8,10 +8,16 @@ from __future__ import annotations
 import os
 import signal
 import sys
+
+if __name__ == "__main__":   # Ctrl-C while the libraries below load: one line and status 130, not a traceback
+    signal.signal(signal.SIGINT, lambda *_: (print("interrupted before anything was submitted", file=sys.stderr),
+                                             os._exit(130)))
+
 from pathlib import Path
 from typing import Any
 
 import hydra
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
@@ -51,6 +57,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     active, earlier = _queued(manifest)
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
     groups = plan.groups(todo)
+    if unwritable := submit.unwritable(todo, sweep_dir):   # found before anything is measured
+        raise plan.SweepRejected(unwritable)
     limits = None
     if groups:
         problems = sched.check(groups, cluster)
@@ -106,7 +114,14 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
     if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
-        counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
+        try:
+            counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
+        except KeyboardInterrupt:   # the jobs stay queued: say so, on a line of its own after the live display
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # while squeue is asked once more
+            if sys.stdout.isatty():   # the live line has no newline yet
+                print(flush=True)
+            print(submit.still_queued(sweep_dir, Manifest.load(sweep_dir)), file=sys.stderr, flush=True)
+            sys.exit(130)
         print(f"done: {status.summary_line(counts)}")
         line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
         if line:
@@ -188,8 +203,14 @@ def hydra_main() -> None:
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")   # Hydra raises instead of printing and exiting 1
     try:
         main()
+    except KeyboardInterrupt:   # while Hydra composed the config (run_or_exit answers those that come later)
+        print("interrupted before anything was submitted", file=sys.stderr)
+        sys.exit(130)
     except (HydraException, OmegaConfBaseException) as exc:
         print(f"error: {overrides.hydra_message(exc)}", file=sys.stderr)
+        sys.exit(2)
+    except yaml.YAMLError as exc:   # a config file (a user's cluster file) that is not YAML
+        print(f"error: {conf.yaml_problem(exc)}", file=sys.stderr)
         sys.exit(2)
 
 

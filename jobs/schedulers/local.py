@@ -93,6 +93,38 @@ def units(groups: dict[str, list[Point]], max_parallel: int = 1) -> list[tuple[s
     return queue
 
 
+def pinned_cores(p: Point) -> int | None:
+    """The CPU cores a point's worker pins (jobs.devices.limit_cpu: its ranks times the threads of each), None
+    where its threads are not set (accelerators on this machine: the cores are split at run time)."""
+    per_rank = (p.params or {}).get("cpu_threads_per_rank")
+    if not isinstance(per_rank, int) or isinstance(per_rank, bool) or per_rank < 1 or p.resources is None:
+        return None
+    return per_rank * p.resources.tasks_per_node * p.resources.nodes
+
+
+def _machine_cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+
+
+def cores_in_flight(groups: dict[str, list[Point]], max_parallel: int) -> list[tuple[str, str]]:
+    """Plan time: parallel workers get cores of their own (run()); refused when the `max_parallel` largest of them
+    need more cores together than this machine has (each point alone is checked by jobs.plan.check_point)."""
+    needs = []
+    for _, pts in units(groups, max_parallel):
+        worst = max(pts, key=lambda p: pinned_cores(p) or 0)
+        if (n := pinned_cores(worst)) is not None:
+            needs.append((n, worst.params.get("cards")))
+    needs.sort(key=lambda x: x[0], reverse=True)
+    at_once, cores = needs[:max(1, max_parallel)], len(_machine_cores())
+    if len(at_once) < 2 or sum(n for n, _ in at_once) <= cores:
+        return []
+    fit = max(k for k in range(1, len(at_once) + 1) if k == 1 or sum(n for n, _ in at_once[:k]) <= cores)
+    shown = " + ".join(f"{n} (cards={c})" for n, c in at_once)
+    return [("cluster", f"cluster.max_parallel={max_parallel} runs {len(at_once)} workers at once, which pin "
+                        f"{shown} = {sum(n for n, _ in at_once)} CPU cores, but this machine has {cores}: their "
+                        f"measurements would share cores; use cluster.max_parallel={fit} (or fewer cards)")]
+
+
 @dataclass
 class _Running:
     key: str
@@ -100,6 +132,7 @@ class _Running:
     job: object
     t0: float             # when the first of `points` started (about: when the one before it ended)
     total: int = 0        # points given to the worker
+    cores: tuple[int, ...] = ()   # the cores it was started on, its own (none: those of this process)
 
 
 def _ran(job) -> int | None:
@@ -202,13 +235,24 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     status: dict[str, str] = {}
     journal = journal or Journal(sweep_dir, watchdog.identity(sweep_dir), [p for _, pts in queue for p in pts])
     owner = journal.owner
+    numbers: dict[str, int] = {}   # point id -> its start line's number, in the order points start (a point
+    # a worker reached but did not run, started again by a new worker, keeps its number)
+    stopping = False    # interrupted: no point starts any more, nor is shown or journaled as started
+
+    def busy() -> int:
+        """Points running now (a worker's first point; none once the sweep stops)."""
+        return 0 if stopping else sum(bool(w.points) for w in running)
 
     def pending() -> int:
-        return sum(len(pts) for _, pts in queue) + sum(len(w.points) - 1 for w in running)
+        return sum(len(pts) for _, pts in queue) + sum(len(w.points) for w in running) - busy()
 
     def describe() -> str:
-        failed = sum(s != "ok" for s in status.values())
-        return f"ok {len(status) - failed} · failed {failed} · running {len(running)} · pending {pending()}"
+        cancelled = sum(s == "cancelled" for s in status.values())
+        failed = sum(s not in ("ok", "cancelled") for s in status.values())
+        text = f"ok {len(status) - failed - cancelled} · failed {failed}"
+        if cancelled or stopping:
+            text += f" · cancelled {cancelled}"
+        return text + (f" · not started {pending()}" if stopping else f" · running {busy()} · pending {pending()}")
 
     def done(point: Point, st: str, elapsed: float, progress) -> None:
         status[point.point_id] = st
@@ -218,16 +262,30 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     def begins(point: Point, progress) -> None:
         """Without a terminal the bar is drawn only at the end: a line says which point started, and when."""
+        n = numbers.setdefault(point.point_id, len(numbers) + 1)
         if not out.is_terminal:
-            progress.console.print(f"[{len(status) + 1}/{total}] started   {point.point_id}  {point.label}  "
+            progress.console.print(f"[{n}/{total}] started   {point.point_id}  {point.label}  "
                                    f"({time.strftime('%H:%M:%S')})")
+
+    def own_cores(pts: list[Point]) -> tuple[int, ...]:
+        """Cores no running worker has, as many as these points pin; () when they do not pin or none are free
+        (with one worker at a time: (), all of this process's). The worker inherits them (limit_cpu pins within)."""
+        need = max((pinned_cores(p) or 0 for p in pts), default=0)
+        taken = {c for w in running for c in w.cores}
+        free = [c for c in _machine_cores() if c not in taken]
+        pins = max_parallel > 1 and hasattr(os, "sched_setaffinity") and 0 < need <= len(free)
+        return tuple(free[:need]) if pins else ()
 
     def start(key: str, pts: list[Point], progress) -> None:
         submitted = records.now()
         for p in pts:
             p.submitted = submitted
+        cores = own_cores(pts)
+        mine = os.sched_getaffinity(0) if cores else None
         try:
             ex = _executor(pts[0].resources, sweep_dir / "submitit", len(pts))
+            if cores:   # the worker process is forked in submit() and keeps this thread's affinity
+                os.sched_setaffinity(0, cores)
             if len(pts) == 1 and (pts[0].cfg or {}).get("isolation") == "process":
                 job = ex.submit(run_point, pts[0].spec(), str(sweep_dir), owner)
             else:
@@ -238,7 +296,10 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 done(p, settle(None, p, sweep_dir, 0.0), 0.0, progress)
             print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
             return
-        running.append(_Running(key, list(pts), job, time.monotonic(), len(pts)))
+        finally:
+            if mine is not None:
+                os.sched_setaffinity(0, mine)
+        running.append(_Running(key, list(pts), job, time.monotonic(), len(pts), cores))
         journal.set(pts[:1], "running", job.job_id)
         begins(pts[0], progress)
         if started is not None:
@@ -250,8 +311,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                                                          p.submitted)) is not None:
             now = time.monotonic()
             done(w.points.pop(0), rec["status"], now - w.t0, progress)
-            journal.set(w.points[:1], "running", w.job.job_id)
-            if w.points:
+            if w.points and not stopping:   # the worker goes on to its next point
+                journal.set(w.points[:1], "running", w.job.job_id)
                 begins(w.points[0], progress)
             w.t0 = now
 
@@ -296,8 +357,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                     time.sleep(0.05 if running else 0)
             except KeyboardInterrupt:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
-                progress.console.print(f"interrupted: cancelling {len(running)} running point(s); "
-                                       f"{pending()} not started")
+                progress.console.print(f"interrupted: cancelling {busy()} running point(s); {pending()} not started")
+                stopping = True
                 # The point each worker runs now; one the worker reaches while it stops never started measuring
                 # (its worker writes a record itself if it did), so it gets no record saying it ran.
                 ran = {id(w): w.points[0] for w in running if w.points}
@@ -333,7 +394,9 @@ class Local(Scheduler):
     source = "the local journal"
 
     def check(self, groups: dict[str, list[Point]], cluster: dict[str, Any]) -> list[tuple[str, str]]:
-        return []   # this machine's devices and cores are checked per point (jobs.plan.check_point)
+        """This machine's devices and cores are checked per point (jobs.plan.check_point); here the cores of
+        the workers that run at once."""
+        return cores_in_flight(groups, int(cluster.get("max_parallel") or 1))
 
     def submit(self, sub: Submission) -> Outcome:
         """Run the points here (run()), then sub.report in this process."""

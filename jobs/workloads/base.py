@@ -84,6 +84,32 @@ def lengths(wl: Config) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def length_problems(wl: Config, options: dict[str, Any]) -> list[str]:
+    """A `shape` and a length that says otherwise: refused, since shape would win silently. A length at its
+    default cannot be told from one not given, so only a length set to another value conflicts."""
+    if wl.get("shape") is None:
+        return []
+    try:
+        pair = dict(zip(("input_tokens", "output_tokens"), lengths(wl)))
+    except ValueError:   # reported by the workload's check
+        return []
+    bad = [f"workload.{k}={wl.get(k)}" for k, v in pair.items() if wl.get(k) not in (v, options[k].default)]
+    if not bad:
+        return []
+    return [(f"workload.shape={wl['shape']} sets input_tokens={pair['input_tokens']} output_tokens="
+             f"{pair['output_tokens']}, but {' '.join(bad)} says otherwise; give either workload.shape or the two "
+             "lengths")]
+
+
+def length_identity(wl: Config, options: dict[str, Any]) -> Config:
+    """The section as the point id sees it: with `shape` set the two lengths it overrides count as their defaults,
+    so `shape=16x16` and `shape=16x16 input_tokens=16` are one point (and the id of a plain shape is unchanged).
+    `input_tokens=16 output_tokens=16` without a shape stays a point of its own: its id predates shapes."""
+    if wl.get("shape") is None:
+        return wl
+    return {**wl, "input_tokens": options["input_tokens"].default, "output_tokens": options["output_tokens"].default}
+
+
 def drop(cache: dict) -> None:
     """Empty a worker's cache, closing what it holds (a server, vLLM's engine core: processes of their own that
     must not outlive their point's group or hold a card the next model needs)."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs import config_schema, measure, model_math, noise
 from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import drop, lengths
+from jobs.workloads.base import drop, length_identity, length_problems, lengths
 
 from . import engines
 from .metrics import METRICS
@@ -42,7 +42,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
 
     The engine is the resolved one, so auto and the engine it picks are the same point."""
     engine = engines.resolve(cfg)[0]
-    wl = {**cfg["workload"], "engine": engine}
+    wl = {**length_identity(cfg["workload"], OPTIONS), "engine": engine}
     out = {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
     if engine == "vllm" and isinstance(out.get("vllm"), dict):
         out["vllm"] = vllm_identity(out["vllm"], cfg.get("device_override") or cfg["hardware"]["device"])
@@ -74,6 +74,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
         inp, out = lengths(wl)
     except (TypeError, ValueError) as exc:
         return problems + [str(exc)]
+    problems += length_problems(wl, OPTIONS)
     for key, value, low in (("input_tokens", inp, 1), ("output_tokens", out, 1), ("batch_size", wl["batch_size"], 1),
                             ("repeats", wl["repeats"], 1), ("warmup", wl["warmup"], 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:

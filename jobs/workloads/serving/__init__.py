@@ -17,7 +17,7 @@ from typing import Any
 from jobs import config_schema, measure, noise
 from jobs.vllm_settings import cpu_environment, hpu_environment
 from jobs.workloads import Also, Ranks, Result, Workload
-from jobs.workloads.base import drop, lengths
+from jobs.workloads.base import drop, length_identity, length_problems, lengths
 
 from . import dataset as datasets
 from . import load as loads
@@ -51,6 +51,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     except ValueError as exc:
         problems.append(str(exc))
         inp = out = None
+    problems += length_problems(wl, OPTIONS)
     if wl["mode"] == "concurrency" and float(wl["level"]) != int(wl["level"]):
         problems.append(f"workload.level={wl['level']!r}: mode=concurrency needs a whole number of requests in flight")
     if wl["search"] and wl["mode"] != "rate":
@@ -112,7 +113,7 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
 def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: the search's own settings only where a search runs, so a probed rate's
     record and the point `mode=rate level=<rate>` asked for alone are one point."""
-    out = config_schema.identity(OPTIONS, cfg["workload"])
+    out = config_schema.identity(OPTIONS, length_identity(cfg["workload"], OPTIONS))
     if not cfg["workload"].get("search"):
         out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
     return out

@@ -35,11 +35,16 @@ def _prompt(line: dict, where: str) -> Prompt:
 def read(path: str | Path, *, default_output: int, limit: int | None = None) -> list[tuple[Prompt, int]]:
     """Every (prompt, output tokens) of the file, in its order; ValueError naming the line that is not one."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, raw in enumerate(f, 1):
+    with open(path, "rb") as f:   # decoded line by line, so a bad byte is reported with its line
+        for n, data in enumerate(f, 1):
+            where = f"workload.dataset={path}, line {n}"
+            try:
+                raw = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {exc.start + 1}); "
+                                 "a dataset is JSON lines in UTF-8") from None
             if not raw.strip():
                 continue
-            where = f"workload.dataset={path}, line {n}"
             try:
                 line = json.loads(raw)
             except json.JSONDecodeError as exc:

@@ -131,7 +131,12 @@ async def _send(session: aiohttp.ClientSession, url: str, payload: dict, req: Re
         req.ok = req.ttft is not None
         if not req.ok:
             req.error = "the stream ended without a token"
-    except (aiohttp.ClientError, asyncio.TimeoutError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except asyncio.TimeoutError:   # its text is empty: say which request waited, and for how long
+        limit = session.timeout.total
+        got = f"{chunks} chunk(s) streamed" if chunks else "no answer"
+        req.error = (f"TimeoutError: a request (prompt of {req.prompt_tokens or '?'} tokens, {req.asked_tokens} "
+                     f"asked) got {got} within workload.request_timeout_s={limit:g} s")
+    except (aiohttp.ClientError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         req.error = f"{type(exc).__name__}: {exc}"[:300]
     return req
 
