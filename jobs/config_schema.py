@@ -188,6 +188,8 @@ SCHEMA: dict[str, Any] = {
         "dist_timeout": Str(null=True),   # torch.distributed's rendezvous and collective timeout (jobs.point)
     },
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
+    # performance references, selector -> metric -> [value, lower, upper(, unit)]: checked by analysis.refcheck
+    "reference": Open(None, null=True),
 }
 
 
