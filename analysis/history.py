@@ -258,13 +258,15 @@ def _pct(v) -> str:
 
 def point_label(row: pd.Series, labels: list[str]) -> str:
     parts = []
+    override = row.get("device_override")
+    override = override if isinstance(override, str) and override else None
     for c in labels:
         v = row.get(c)
-        if v is None or (isinstance(v, float) and np.isnan(v)) or c == "workload":
+        if v is None or (isinstance(v, float) and np.isnan(v)) or c in ("workload", "device_override"):
             continue
         parts.append(f"{int(v)} card{'s' if int(v) != 1 else ''}" if c == "cards" else
-                     f"override {v}" if c == "device_override" else f"{c}={v}" if c not in ("hardware", "model",
-                                                                                            "precision") else str(v))
+                     f"{v} (override: {override})" if c == "hardware" and override else
+                     f"{c}={v}" if c not in ("hardware", "model", "precision") else str(v))
     return " · ".join(parts)
 
 
