@@ -357,8 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     if spec is not None:
         from analysis import refcheck
 
-        newest = newest_rows(runs)
-        result = refcheck.check(spec, newest)
+        try:
+            result = refcheck.check(spec, newest_rows(runs))
+        except refcheck.ReferenceError as exc:
+            ap.error(str(exc))
         print("\n" + refcheck.text_report(result))
         if result.violations:
             status = 3
