@@ -1,0 +1,81 @@
+"""Issue 28's acceptance, for real: two sweeps of the same grid, one after the other (the "month" between them is the
+minute between two runs: records are ordered by their real start times), the second with a 20 % slowdown injected
+on one hardware kind (jobs.inject: the device of every h100 point really takes 1.25x as long, and the workload's
+own clock measures it). The reference check of the second sweep (jobs.sweep, exit 3), analysis.history and the
+report's History page must flag exactly that point and nothing else.
+
+Both hardware kinds run on this CPU (device_override=cpu) with a tiny model. The tolerance is 10 %: the flag rule
+asks for separated intervals and a change beyond it, so drift between two sweeps of a busy 2-core machine is not
+flagged while the 20 % slowdown is."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from jobs import inject
+from tests.browser import CHROMIUM, check_pages
+
+GRID = ["-m", "hardware=h100,a100", "device_override=cpu", "workload.engine=hf", "workload.shape=16x16",
+        "workload.batch_size=1", "cards=1", "workload.noise.target=0.02", "workload.noise.max_repeats=150",
+        "workload.noise.max_seconds=6"]
+TOLERANCE = "0.1"
+
+
+def run(cwd, env, *args, module="jobs.sweep"):
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+@pytest.mark.slow
+def test_injected_slowdown_flagged_by_references_history_and_report(tmp_path):
+    env = {**os.environ, "ACCELSWEEP_CONFIG_DIR": str(tmp_path / "user")}
+    env.pop(inject.ENV, None)
+    jan = run(tmp_path, env, *GRID, "sweep.name=jan")
+    assert jan.returncode == 0, jan.stdout + jan.stderr
+    table = pd.read_parquet(tmp_path / "runs" / "jan" / "results.parquet").set_index("hardware")
+    assert set(table.status) == {"ok"} and inject.INFO not in table
+    # the site's references: what january measured, -10 % at most (faster is never a violation)
+    refs = tmp_path / "user" / "reference"
+    refs.mkdir(parents=True)
+    refs.joinpath("nightly.yaml").write_text("".join(
+        f"'{hw} device_override=cpu':\n  throughput_out_tok_s: [{float(table.loc[hw, 'throughput_out_tok_s'])!r}, "
+        "-10%, null, tokens/s]\n" for hw in ("h100", "a100")))
+
+    feb = run(tmp_path, {**env, inject.ENV: "h100=1.25"}, *GRID, "sweep.name=feb", "reference=nightly")
+    out = feb.stdout + feb.stderr
+    assert feb.returncode == 3, out
+    violated = [ln for ln in out.splitlines() if "VIOLATED" in ln]
+    assert len(violated) == 1 and violated[0].lstrip().startswith("VIOLATED h100 (override: cpu)"), out
+    assert "throughput_out_tok_s" in violated[0] and "is below its reference" in violated[0]
+    assert "1 reference violation(s)" in feb.stderr and "references: 2 check(s), 1 within bounds" in feb.stdout
+    slowed = pd.read_parquet(tmp_path / "runs" / "feb" / "results.parquet").set_index("hardware")
+    assert slowed.loc["h100", inject.INFO] == 1.25 and pd.isna(slowed.loc["a100", inject.INFO])
+    change = {hw: slowed.loc[hw, "throughput_out_tok_s"] / table.loc[hw, "throughput_out_tok_s"] - 1
+              for hw in ("h100", "a100")}
+    print(f"measured change: {change}; load {os.getloadavg()}")
+
+    hist = run(tmp_path, env, str(tmp_path / "runs"), "--tolerance", TOLERANCE, "--csv", str(tmp_path / "s.csv"),
+               "--references", "nightly", module="analysis.history")
+    assert hist.returncode == 3, hist.stdout + hist.stderr   # references first; a regression alone would be 1
+    series = pd.read_csv(tmp_path / "s.csv")
+    flagged = series[series["verdict"].isin(["regression", "improvement"])]
+    assert set(flagged["hardware"]) == {"h100"} and set(flagged["verdict"]) == {"regression"}, hist.stdout
+    assert "throughput_out_tok_s" in set(flagged["metric"]), hist.stdout
+    assert list(pd.unique(series["run"])) == ["jan", "feb"]
+
+    site = tmp_path / "site"
+    rep = run(tmp_path, env, str(tmp_path / "runs"), "--out", str(site), "--tolerance", TOLERANCE,
+              module="report.build")
+    assert rep.returncode == 0, rep.stderr
+    page = (site / "history.html").read_text()
+    table_html = page.split('id="flagged"')[1].split('id="status-changes"')[0]
+    assert "h100 (override: cpu)" in table_html and "injected slowdown 1.25x" in table_html
+    assert "a100" not in table_html and "improvement</td>" not in table_html
+    if os.path.exists(CHROMIUM):
+        shots = tmp_path / "shots"
+        shots.mkdir()
+        check_pages([site / "history.html"], shots)
