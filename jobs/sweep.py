@@ -5,6 +5,7 @@ receives every point at once; without it, the overrides name one point.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -98,6 +99,7 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
             files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
+        _save_references(sweep_dir, first.get("reference") if bounds else None)
         report = first["sweep"]["report"] and (bool(here) or not sched.waits)
         active_jobs = sorted({t.split("_")[0] for t in active.values()})
         # While a local worker starts (imports torch), the report's libraries load beside it (finish.prepare).
@@ -190,6 +192,16 @@ def check_references(bounds: list, sweep_dir: Path, points: list[plan.Point]) ->
         return None
     return (f"{len(result.violations)} reference violation(s) (the `reference` config):\n"
             + "\n".join(f"  {v.text()}" for v in result.violations))
+
+
+def _save_references(sweep_dir: Path, spec: dict | None) -> None:
+    """The sweep's `reference` config, for the report stage to check once the jobs end (jobs.finish); none: gone."""
+    path = sweep_dir / status.REFERENCE_SPEC
+    if spec:
+        files.write_text(path, json.dumps(spec, sort_keys=True) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+        (sweep_dir / status.REFERENCE_CHECK).unlink(missing_ok=True)
 
 
 def _raise_if_violated(message: str | None) -> None:

@@ -260,3 +260,25 @@ def test_history_page_built_only_for_points_in_several_sweeps(tmp_path):
     assert not (tmp_path / "one" / "history.html").exists()
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "none"), "--no-history"]) == 0
     assert not (tmp_path / "none" / "history.html").exists()
+
+
+def test_report_stage_checks_saved_references_for_status(tmp_path, capsys):
+    """A Slurm sweep's report job (jobs.finish) checks the references jobs.sweep saved; jobs.status shows them."""
+    import json
+
+    from analysis.aggregate import write_table
+    from jobs import finish, status
+
+    sweep = tmp_path / "feb"
+    sweep.mkdir()
+    write_table(table_from_records([record("h100", "feb", FEB, 0.8), record("a100", "feb", FEB)]), sweep, csv=False)
+    finish.check_references(sweep)   # nothing saved: nothing checked
+    assert status.reference_summary(sweep) == ("", 0)
+    (sweep / status.REFERENCE_SPEC).write_text(json.dumps({"*": {"throughput_out_tok_s": [100, -0.1, None]}}))
+    finish.check_references(sweep)
+    text, violated = status.reference_summary(sweep)
+    assert violated == 1 and "VIOLATED h100" in text and "references: 2 check(s), 1 within bounds" in text
+    assert "references: 2 check(s)" in capsys.readouterr().out
+    (sweep / status.REFERENCE_SPEC).write_text(json.dumps({"*": {"throughput_out_tok_s": [100, 0.1, None]}}))
+    finish.check_references(sweep)   # a reference that does not parse any more: said, not raised
+    assert status.reference_summary(sweep)[0].startswith("references: not checked: bad reference config")

@@ -2,7 +2,8 @@
 minute between two runs: records are ordered by their real start times), the second with a 20 % slowdown injected
 on one hardware kind (jobs.inject: the device of every h100 point really takes 1.25x as long, and the workload's
 own clock measures it). The reference check of the second sweep (jobs.sweep, exit 3), analysis.history and the
-report's History page must flag exactly that point and nothing else.
+report's History page must flag exactly that point and nothing else. The references are what the first sweep
+measured, -10 %.
 
 Both hardware kinds run on this CPU (device_override=cpu) with a tiny model. The tolerance is 10 %: the flag rule
 asks for separated intervals and a change beyond it, so drift between two sweeps of a busy 2-core machine is not
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -21,8 +23,9 @@ from tests.browser import CHROMIUM, check_pages
 
 GRID = ["-m", "hardware=h100,a100", "device_override=cpu", "workload.engine=hf", "workload.shape=16x16",
         "workload.batch_size=1", "cards=1", "workload.noise.target=0.02", "workload.noise.max_repeats=150",
-        "workload.noise.max_seconds=6"]
+        "workload.noise.max_seconds=5"]
 TOLERANCE = "0.1"
+ATTEMPTS = 2
 
 
 def run(cwd, env, *args, module="jobs.sweep"):
@@ -30,46 +33,64 @@ def run(cwd, env, *args, module="jobs.sweep"):
                           timeout=900)
 
 
+def two_sweeps(root, env):
+    """January, then the references from what it measured, then February with h100 slowed 1.25x: (jan table, feb
+    table, feb's process)."""
+    root.mkdir()
+    jan = run(root, env, *GRID, "sweep.name=jan")
+    assert jan.returncode == 0, jan.stdout + jan.stderr
+    table = pd.read_parquet(root / "runs" / "jan" / "results.parquet").set_index("hardware")
+    assert set(table.status) == {"ok"} and inject.INFO not in table
+    # the site's references: what january measured, -10 % at most (faster is never a violation)
+    refs = Path(env["ACCELSWEEP_CONFIG_DIR"]) / "reference"
+    refs.mkdir(parents=True, exist_ok=True)
+    refs.joinpath("nightly.yaml").write_text("".join(
+        f"'{hw} device_override=cpu':\n  throughput_out_tok_s: [{float(table.loc[hw, 'throughput_out_tok_s'])!r}, "
+        "-10%, null, tokens/s]\n" for hw in ("h100", "a100")))
+    feb = run(root, {**env, inject.ENV: "h100=1.25"}, *GRID, "sweep.name=feb", "reference=nightly")
+    slowed = pd.read_parquet(root / "runs" / "feb" / "results.parquet").set_index("hardware")
+    return table, slowed, feb
+
+
 @pytest.mark.slow
 def test_injected_slowdown_flagged_by_references_history_and_report(tmp_path):
     env = {**os.environ, "ACCELSWEEP_CONFIG_DIR": str(tmp_path / "user")}
     env.pop(inject.ENV, None)
-    jan = run(tmp_path, env, *GRID, "sweep.name=jan")
-    assert jan.returncode == 0, jan.stdout + jan.stderr
-    table = pd.read_parquet(tmp_path / "runs" / "jan" / "results.parquet").set_index("hardware")
-    assert set(table.status) == {"ok"} and inject.INFO not in table
-    # the site's references: what january measured, -10 % at most (faster is never a violation)
-    refs = tmp_path / "user" / "reference"
-    refs.mkdir(parents=True)
-    refs.joinpath("nightly.yaml").write_text("".join(
-        f"'{hw} device_override=cpu':\n  throughput_out_tok_s: [{float(table.loc[hw, 'throughput_out_tok_s'])!r}, "
-        "-10%, null, tokens/s]\n" for hw in ("h100", "a100")))
-
-    feb = run(tmp_path, {**env, inject.ENV: "h100=1.25"}, *GRID, "sweep.name=feb", "reference=nightly")
+    # The clean a100 point is the control: when it drifted by more than half the tolerance between the two sweeps,
+    # the machine's load changed under them (other jobs on its 2 cores) and the comparison says nothing about the
+    # rule; the pair of sweeps is then measured again (at most ATTEMPTS times), and the drifts are printed.
+    drifts = []
+    for attempt in range(1, ATTEMPTS + 1):
+        root = tmp_path / f"attempt{attempt}"
+        table, slowed, feb = two_sweeps(root, env)
+        change = {hw: slowed.loc[hw, "throughput_out_tok_s"] / table.loc[hw, "throughput_out_tok_s"] - 1
+                  for hw in ("h100", "a100")}
+        drifts.append((change, os.getloadavg()))
+        print(f"attempt {attempt}: measured change {change}; load {os.getloadavg()}")
+        if abs(change["a100"]) <= float(TOLERANCE) / 2:
+            break
+    else:
+        pytest.fail(f"the clean a100 point drifted by more than {float(TOLERANCE) / 2:.0%} in every attempt: the "
+                    f"machine is too busy to judge a 20 % slowdown (changes, load averages: {drifts})")
     out = feb.stdout + feb.stderr
     assert feb.returncode == 3, out
     violated = [ln for ln in out.splitlines() if "VIOLATED" in ln]
     assert len(violated) == 1 and violated[0].lstrip().startswith("VIOLATED h100 (override: cpu)"), out
     assert "throughput_out_tok_s" in violated[0] and "is below its reference" in violated[0]
     assert "1 reference violation(s)" in feb.stderr and "references: 2 check(s), 1 within bounds" in feb.stdout
-    slowed = pd.read_parquet(tmp_path / "runs" / "feb" / "results.parquet").set_index("hardware")
     assert slowed.loc["h100", inject.INFO] == 1.25 and pd.isna(slowed.loc["a100", inject.INFO])
-    change = {hw: slowed.loc[hw, "throughput_out_tok_s"] / table.loc[hw, "throughput_out_tok_s"] - 1
-              for hw in ("h100", "a100")}
-    print(f"measured change: {change}; load {os.getloadavg()}")
 
-    hist = run(tmp_path, env, str(tmp_path / "runs"), "--tolerance", TOLERANCE, "--csv", str(tmp_path / "s.csv"),
+    hist = run(root, env, str(root / "runs"), "--tolerance", TOLERANCE, "--csv", str(root / "s.csv"),
                "--references", "nightly", module="analysis.history")
     assert hist.returncode == 3, hist.stdout + hist.stderr   # references first; a regression alone would be 1
-    series = pd.read_csv(tmp_path / "s.csv")
+    series = pd.read_csv(root / "s.csv")
     flagged = series[series["verdict"].isin(["regression", "improvement"])]
     assert set(flagged["hardware"]) == {"h100"} and set(flagged["verdict"]) == {"regression"}, hist.stdout
     assert "throughput_out_tok_s" in set(flagged["metric"]), hist.stdout
     assert list(pd.unique(series["run"])) == ["jan", "feb"]
 
-    site = tmp_path / "site"
-    rep = run(tmp_path, env, str(tmp_path / "runs"), "--out", str(site), "--tolerance", TOLERANCE,
-              module="report.build")
+    site = root / "site"
+    rep = run(root, env, str(root / "runs"), "--out", str(site), "--tolerance", TOLERANCE, module="report.build")
     assert rep.returncode == 0, rep.stderr
     page = (site / "history.html").read_text()
     table_html = page.split('id="flagged"')[1].split('id="status-changes"')[0]
