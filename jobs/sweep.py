@@ -124,8 +124,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
     if bounds and not first["sweep"]["wait"]:
-        print(f"references: {len(bounds)} bound(s), checked once the jobs end by python -m analysis.history "
-              f"{sweep_dir} --references <file or name> (or with sweep.wait=true)", flush=True)
+        print(f"references: {len(bounds)} bound(s), checked by the report job once the jobs end "
+              f"(python -m jobs.status {sweep_dir} shows the check; exit status 3 when violated)", flush=True)
     violated = None
     if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
         counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
