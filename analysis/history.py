@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.derived import ratio_intervals, workload_sets
+from jobs.inject import INFO
 from jobs.metrics import DERIVED, directions
 
 TOLERANCE = 0.05
@@ -38,7 +39,7 @@ REGRESSION, IMPROVEMENT, WITHIN, NO_INTERVAL = "regression", "improvement", "wit
 FLAGS = (REGRESSION, IMPROVEMENT)
 CI, SPREAD = "95% interval of the median", "p10–p90"   # what a run's interval is
 LABELS = ("workload", "hardware", "model", "precision", "cards", "device_override")
-INJECTED = "injected_slowdown"   # info column of a point measured with jobs.inject's fault injection
+INJECTED = INFO   # the info column of a point measured with jobs.inject's fault injection
 
 
 @dataclass

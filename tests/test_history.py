@@ -255,7 +255,8 @@ def test_history_page_built_only_for_points_in_several_sweeps(tmp_path):
     flagged = page.split('id="flagged"')[1].split('id="status-changes"')[0]
     assert "h100" in flagged and "a100" not in flagged and "injected slowdown 1.25x" in flagged
     assert page.count('class="vega-chart"') == 3   # throughput, latency, peak memory
-    assert 'href="history.html"' in (tmp_path / "site" / "index.html").read_text()
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'href="history.html"' in index and "1 point(s) (h100) were measured with an injected slowdown (1.25x" in index
     assert main([str(tmp_path / "runs" / "jan"), "--out", str(tmp_path / "one")]) == 0
     assert not (tmp_path / "one" / "history.html").exists()
     assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "none"), "--no-history"]) == 0

@@ -138,7 +138,8 @@ def history_context(table: pd.DataFrame, h: History | None) -> dict[str, Any]:
             for _, r in h.runs.iterrows()]
     return {"summary": summary(h), "tolerance": f"{h.tolerance:.0%}", "runs": runs,
             "flagged": _rows(flagged.head(MAX_ROWS), fields), "n_flagged": len(flagged),
-            "n_regressions": h.count(REGRESSION), "n_improvements": h.count(IMPROVEMENT),
+            "n_regressions": int(flagged["verdict"].eq(REGRESSION).sum()),
+            "n_improvements": int(flagged["verdict"].eq(IMPROVEMENT).sum()),
             "status_rows": status_rows, "n_status": len(h.status_changes), "ci": CI, "spread": SPREAD,
             "charts": _charts(h, fields), "max_rows": MAX_ROWS}
 
