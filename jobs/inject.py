@@ -57,7 +57,7 @@ class SlowedDevice(Device):
         self._last = time.perf_counter()
 
 
-def slowed(device: Device, hardware: str) -> tuple[Device, float | None]:
+def slowed(device: Device, hardware: str | None) -> tuple[Device, float | None]:
     """(the device, slowed if the variable names `hardware`; the factor or None)."""
     factor = factors().get(hardware)
     if factor is None or factor == 1:

@@ -191,7 +191,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(seconds=dist_timeout_s(cfg)))
             worker.dist = True
         device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
-        device, injected = inject.slowed(device, cfg["hardware"]["name"])   # tests of accelsweep only (jobs.inject)
+        device, injected = inject.slowed(device, cfg["hardware"].get("name"))   # tests of accelsweep only (jobs.inject)
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
         per_task = max(1, math.ceil(int(cfg["cards"]) / nodes_for(cfg)) // local_world)
         first = local_rank * per_task if device.kind == "hpu" else device.index
