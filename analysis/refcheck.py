@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from jobs import workloads
+from jobs.metrics import declared
 
 ANY = "*"
 _PCT = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)\s*%\s*$")
@@ -290,8 +291,8 @@ def point_text(r: pd.Series) -> str:
             parts.append(str(r.get(c)))
     if pd.notna(r.get("cards")):
         parts.append(f"{int(r.get('cards'))} card(s)")
-    for c in ("batch_size", "shape"):
-        if c in r and pd.notna(r.get(c)):
+    for c in declared(workloads.metric_sets(), "title_fields"):   # what names a point of its workload
+        if c in r and not isinstance(r.get(c), (list, dict)) and pd.notna(r.get(c)):
             parts.append(f"{c}={r.get(c)}")
     return " · ".join(parts)
 
