@@ -10,7 +10,9 @@ asks for separated intervals and a change beyond it, so drift between two sweeps
 flagged while the 20 % slowdown is."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +109,28 @@ def test_injected_slowdown_flagged_by_references_history_and_report(tmp_path):
         shots = tmp_path / "shots"
         shots.mkdir()
         check_pages([site / "history.html"], shots)
+
+
+@pytest.mark.slow
+def test_references_of_a_slurm_sweep(tmp_path):
+    """On the real test cluster: the report job checks the sweep's references (reference-check.json), sweep.wait=true
+    checks them too (exit 3), and jobs.status prints the check (exit 3)."""
+    if not shutil.which("sinfo") or subprocess.run(["sinfo", "-h", "-p", "h100"], capture_output=True,
+                                                   timeout=30).returncode:
+        if os.environ.get("ACCELSWEEP_REQUIRE_SLURM"):
+            raise RuntimeError("ACCELSWEEP_REQUIRE_SLURM is set but no Slurm cluster answers")
+        pytest.skip("no Slurm cluster here (ci/slurm.sh start runs one)")
+    env = {**os.environ, "ACCELSWEEP_CONFIG_DIR": str(tmp_path / "user")}
+    env.pop(inject.ENV, None)
+    (tmp_path / "user" / "reference").mkdir(parents=True)
+    (tmp_path / "user" / "reference" / "strict.yaml").write_text(
+        "'h100 device_override=cpu':\n  throughput_out_tok_s: [1.0e+9, -10%, null]\n")   # no CPU gets there
+    proc = run(tmp_path, env, "cluster=localslurm", "hardware=h100", "device_override=cpu", "workload.engine=hf",
+               "workload.shape=16x16", "sweep.name=slurm", "reference=strict", "sweep.wait=true")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "VIOLATED h100 (override: cpu)" in proc.stdout and "1 reference violation(s)" in proc.stderr
+    sweep = tmp_path / "runs" / "slurm"
+    saved = json.loads((sweep / "reference-check.json").read_text())   # written by the report job
+    assert saved["violations"] == 1 and "VIOLATED h100 (override: cpu)" in saved["text"]
+    status = run(tmp_path, env, str(sweep), module="jobs.status")
+    assert status.returncode == 3 and "references: 1 check(s), 0 within bounds, 1 violated" in status.stdout
