@@ -65,9 +65,9 @@ def two_sweeps(root, env):
 def test_injected_slowdown_flagged_by_references_history_and_report(tmp_path):
     env = {**os.environ, "ACCELSWEEP_CONFIG_DIR": str(tmp_path / "user")}
     env.pop(inject.ENV, None)
-    # The clean a100 point is the control: when it drifted by more than half the tolerance between the two sweeps,
-    # the machine's load changed under them (other jobs on its 2 cores) and the comparison says nothing about the
-    # rule; the pair of sweeps is then measured again (at most ATTEMPTS times), and the drifts are printed.
+    # The clean a100 point is the control: the scenario is "only h100 changed". When a100 itself measured a change
+    # beyond the tolerance, the machine's load changed under the two sweeps (other jobs on its 2 cores) and flagging
+    # a100 would be right, so the pair of sweeps is measured again (at most ATTEMPTS times; the changes are printed).
     drifts = []
     for attempt in range(1, ATTEMPTS + 1):
         root = tmp_path / f"attempt{attempt}"
@@ -76,10 +76,10 @@ def test_injected_slowdown_flagged_by_references_history_and_report(tmp_path):
                   for hw in ("h100", "a100")}
         drifts.append((change, os.getloadavg()))
         print(f"attempt {attempt}: measured change {change}; load {os.getloadavg()}")
-        if abs(change["a100"]) <= float(TOLERANCE) / 2:
+        if abs(change["a100"]) < float(TOLERANCE):
             break
     else:
-        pytest.fail(f"the clean a100 point drifted by more than {float(TOLERANCE) / 2:.0%} in every attempt: the "
+        pytest.fail(f"the clean a100 point drifted by more than {float(TOLERANCE):.0%} in every attempt: the "
                     f"machine is too busy to judge a 20 % slowdown (changes, load averages: {drifts})")
     out = feb.stdout + feb.stderr
     assert feb.returncode == 3, out
