@@ -63,6 +63,16 @@ def tables() -> list[tuple[str, list[str], list[list[str]]]]:
                   for p in _group("precision")]
     clusters = [[f"cluster={c['file']}", str(c.get("kind")), _join(c.get("max_nodes")), _join(c.get("hardware"))]
                 for c in _group("cluster")]
+    references = []
+    for name in conf.names("reference", user=True):
+        try:
+            spec = conf.load(conf.find("reference", name)) or {}
+        except Exception as exc:   # noqa: BLE001 (a user's file that does not parse: said here, refused by a sweep)
+            references.append([f"reference={name}", f"unreadable: {exc}", "—"])
+            continue
+        spec = spec if isinstance(spec, dict) else {}
+        references.append([f"reference={name}", _join(list(spec) or "none"),
+                           str(sum(len(v) for v in spec.values() if isinstance(v, dict)))])
     return [
         ("Study presets", ["override", "study", "sub-grids", "points", "metrics it reports"], presets),
         ("Workloads", ["override", "main throughput", "unit of work", "other metrics"], loads),
@@ -71,6 +81,8 @@ def tables() -> list[tuple[str, list[str], list[list[str]]]]:
         ("Models", ["override", "params (B)", "init", "Hugging Face id"], models),
         ("Precisions", ["override", "kind", "dtype", "weight bits"], precisions),
         ("Clusters", ["override", "kind", "max nodes", "hardware (— : all)"], clusters),
+        ("Performance references (checked when the sweep ends; docs/how-to/history.md)",
+         ["override", "selectors", "bounds"], references),
     ]
 
 

@@ -189,6 +189,8 @@ SCHEMA: dict[str, Any] = {
         "prices": Open(None, null=True),  # currency, card_hour.<hardware>: checked by jobs.cost.check_prices
     },
     "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
+    # performance references, selector -> metric -> [value, lower, upper(, unit)]: checked by analysis.refcheck
+    "reference": Open(None, null=True),
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jobs import files
 from jobs.records import record_stats
-from jobs.status import record_ended
+from jobs.status import REFERENCE_CHECK, REFERENCE_SPEC, record_ended
 
 FINGERPRINT = ".report-fingerprint"   # in the sweep dir: the records the current table and site were built from
 _loading: threading.Thread | None = None   # prepare()'s
@@ -64,6 +64,7 @@ def finish(sweep_dir: Path) -> Path:
     if up_to_date(sweep_dir, fingerprint):
         index = sweep_dir / "site" / "index.html"
         print(f"report:  {index}  (no record changed; not rebuilt)")
+        check_references(sweep_dir)
         return index
     if _loading is not None:   # prepare()'s imports finish first (a failure there shows again below)
         _loading.join()
@@ -78,7 +79,31 @@ def finish(sweep_dir: Path) -> Path:
     print(f"records: {sweep_dir / 'points'}  ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))})")
     print(f"table:   {parquet}  (CSV: {sweep_dir / 'site' / 'data' / 'results.csv.gz'})")
     print(f"report:  {index}")
+    check_references(sweep_dir, table)
     return index
+
+
+def check_references(sweep_dir: Path, table=None) -> None:
+    """The sweep's saved `reference` config (jobs.sweep) checked against its table, into REFERENCE_CHECK (read by
+    jobs.status); a line says so. Nothing without a saved config."""
+    spec_path = sweep_dir / REFERENCE_SPEC
+    if not spec_path.is_file():
+        return
+    import json
+
+    import pandas as pd
+
+    from analysis import refcheck
+
+    try:
+        table = pd.read_parquet(sweep_dir / "results.parquet") if table is None else table
+        result = refcheck.check(refcheck.parse(json.loads(spec_path.read_text())), table)
+    except (OSError, ValueError) as exc:   # a reference that no longer fits is said, not a failed report
+        text, violations = f"references: not checked: {exc}", 0
+    else:
+        text, violations = refcheck.text_report(result), len(result.violations)
+    files.write_text(sweep_dir / REFERENCE_CHECK, json.dumps({"text": text, "violations": violations}) + "\n")
+    print(text.splitlines()[0] + f" ({sweep_dir / REFERENCE_CHECK}; python -m jobs.status lists them)")
 
 
 def after_sweep(sweep_dir: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from jobs import conf, config_schema
 
-GROUPS = ("hardware", "model", "precision", "workload", "cluster", "experiment")
+GROUPS = ("hardware", "model", "precision", "workload", "cluster", "experiment", "reference")
 DEFAULT_WORKLOAD = "inference"   # hydra_conf/config.yaml's defaults list (a test checks)
 
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import files, records, watchdog, workloads
+from jobs import files, inject, records, watchdog, workloads
 from jobs.devices import Device, HostLoad, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import dist_timeout_s, nodes_for
@@ -191,6 +191,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(seconds=dist_timeout_s(cfg)))
             worker.dist = True
         device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
+        device, injected = inject.slowed(device, cfg["hardware"].get("name"))   # tests of accelsweep only (jobs.inject)
         # A task drives all the node's cards when the workload runs one task per node (tensor parallel).
         per_task = max(1, math.ceil(int(cfg["cards"]) / nodes_for(cfg)) // local_world)
         first = local_rank * per_task if device.kind == "hpu" else device.index
@@ -208,7 +209,8 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         host = load.stop()
         if rank == 0:
             info = {**result.info, "cpu_cores_pinned": cores, "rank_hosts": rank_hosts, **host,
-                    **({"cpu_threads_env_late": True} if worker.late else {})}
+                    **({"cpu_threads_env_late": True} if worker.late else {}),
+                    **({inject.INFO: injected} if injected else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
                    info=info, energy={"meter": meter.name, "devices": world * per_task},
                    error=None if result.status == "ok" else records.error_info(

@@ -14,6 +14,7 @@ aggregates. Exit status 1 when the report job failed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -141,6 +142,20 @@ def _kinds(manifest: Manifest) -> dict[str, str]:
 def report_state(manifest: Manifest, jobs: dict[str, JobState], report: str) -> str | None:
     """The state of report job `report` (it writes no record: its own exit is its outcome)."""
     return _scheduler(_kinds(manifest)[report]).report_state(jobs.get(report))
+
+
+# In the sweep dir: the sweep's `reference` config (written by jobs.sweep) and the result of checking the records
+# against it (written by the report stage, jobs.finish), for a sweep whose jobs end after the command returned.
+REFERENCE_SPEC, REFERENCE_CHECK = "reference.json", "reference-check.json"
+
+
+def reference_summary(sweep_dir: Path) -> tuple[str, int]:
+    """(the report stage's reference check as text, how many references were violated); ("", 0) without one."""
+    try:
+        saved = json.loads((Path(sweep_dir) / REFERENCE_CHECK).read_text())
+        return str(saved["text"]), int(saved["violations"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "", 0
 
 
 def report_summary(sweep_dir: Path, manifest: Manifest,
@@ -336,7 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     line, failed = report_summary(args.sweep_dir, manifest, jobs)
     if line:
         print(line)
-    return 1 if failed else 0
+    refs, violated = reference_summary(args.sweep_dir)
+    if refs:
+        print(refs)
+    return 1 if failed else 3 if violated else 0
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ receives every point at once; without it, the overrides name one point.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -21,7 +22,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import conf, cost, files, plan, schedulers, status, submit, sweepdir
+from jobs import conf, cost, files, inject, plan, schedulers, status, submit, sweepdir
 from jobs.config import point_config
 from jobs.finish import after_sweep, prepare
 from jobs.manifest import Manifest, ManifestError
@@ -36,14 +37,21 @@ class PointsFailed(RuntimeError):
     """Some points ended without an ok record (listed in the message)."""
 
 
+class ReferencesViolated(RuntimeError):
+    """Some points are outside their performance references (the `reference` config; listed in the message)."""
+
+
+REFERENCES_VIOLATED = 3   # the exit status (1: points failed, 2: rejected input)
+
+
 def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfig | None = None) -> list[plan.Point]:
     """Plan every point, then run or submit those without an ok record.
 
     Nothing is written before the points are accepted; the sweep directory is then locked for this run."""
     points = plan.plan(configs)   # checks every value's type first
     first = configs[0][1]
-    for key in ("sweep", "cluster", "dry_run", "force"):
-        values = {repr(c[key]) for _, c in configs}
+    for key in ("sweep", "cluster", "dry_run", "force", "reference"):
+        values = {repr(c.get(key)) for _, c in configs}
         if len(values) > 1:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
     cluster = first["cluster"]
@@ -53,6 +61,11 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         raise plan.SweepRejected([("cluster", str(exc))]) from None
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
     here = [p for p in points if p.elsewhere is None]
+    bounds = _bounds(first.get("reference"), here)
+    try:
+        slowed = inject.factors()
+    except ValueError as exc:
+        raise plan.SweepRejected([("environment", str(exc))]) from None
     manifest = Manifest(sweep_dir)
     active, earlier = _queued(manifest)
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
@@ -75,6 +88,10 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         print(f"note: {note}", flush=True)
     if priced := cost.plan_line(cluster, {p.params["hardware"] for p in here}):
         print(priced, flush=True)
+    if slowed:
+        print(f"warning: fault injection ({inject.ENV}): "
+              f"{', '.join(f'{h} slowed {f:g}x' for h, f in slowed.items())}; their records say so "
+              f"(info.{inject.INFO})", file=sys.stderr, flush=True)
     if busy:
         shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
         print(f"queued or running, not submitted again{' even with force=true' if first['force'] else ''}: "
@@ -92,6 +109,7 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
             files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
+        _save_references(sweep_dir, first.get("reference") if bounds else None)
         report = first["sweep"]["report"] and (bool(here) or not sched.waits)
         active_jobs = sorted({t.split("_")[0] for t in active.values()})
         # While a local worker starts (imports torch), the report's libraries load beside it (finish.prepare).
@@ -108,11 +126,17 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
                   f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
             sys.exit(130)
         if sched.waits:
+            violated = check_references(bounds, sweep_dir, here)
             _raise_if_failed({p.point_id: p for p in todo}, outcome.statuses)
+            _raise_if_violated(violated)
             return points
         refused = outcome.refused
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
+    if bounds and not first["sweep"]["wait"]:
+        print(f"references: {len(bounds)} bound(s), checked by the report job once the jobs end "
+              f"(python -m jobs.status {sweep_dir} shows the check; exit status 3 when violated)", flush=True)
+    violated = None
     if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
         try:
             counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
@@ -123,6 +147,7 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
             print(submit.still_queued(sweep_dir, Manifest.load(sweep_dir)), file=sys.stderr, flush=True)
             sys.exit(130)
         print(f"done: {status.summary_line(counts)}")
+        violated = check_references(bounds, sweep_dir, here)
         line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
         if line:
             print(line)
@@ -133,6 +158,7 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         if any(n for s, n in counts.items() if s != "ok"):
             raise PointsFailed(f"not every point is ok: {status.summary_line(counts)}; python -m jobs.status "
                                f"{sweep_dir} lists them")
+    _raise_if_violated(violated)
     if refused:
         sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
         raise SubmissionFailed(f"{sent} of {len(entry['groups'])} array(s) submitted; "
@@ -146,6 +172,62 @@ def _raise_if_failed(points: dict[str, plan.Point], status: dict[str, str]) -> N
     if bad:
         raise PointsFailed(f"{len(bad)} point(s) did not succeed:\n" + "\n".join(
             f"  {st:<9} {pid}  {points[pid].label}" for pid, st in bad))
+
+
+def _bounds(spec: Any, points: list[plan.Point]) -> list:
+    """The sweep's performance references (its `reference` config: analysis.refcheck.Bound each), checked before
+    anything runs: bad values and selector parameters no point has are rejected."""
+    if not spec:
+        return []
+    from analysis import refcheck   # pandas: only for a sweep with references
+
+    try:
+        bounds = refcheck.parse(spec)
+    except refcheck.ReferenceError as exc:
+        raise plan.SweepRejected([("reference", str(exc))]) from None
+    known = {k for p in points for k in p.params}
+    problems = refcheck.unknown_parameters(bounds, known | {"hardware", "device_override"}) if points else []
+    if problems:
+        raise plan.SweepRejected([("reference", why) for why in problems])
+    return bounds
+
+
+def check_references(bounds: list, sweep_dir: Path, points: list[plan.Point]) -> str | None:
+    """Check the sweep's points (their records, measured now or before) against `bounds`; the violations as a
+    message, or None. The result is printed."""
+    if not bounds:
+        return None
+    from analysis import refcheck
+    from analysis.aggregate import aggregate
+
+    table = aggregate([sweep_dir])
+    table = table[table["point_id"].isin({p.point_id for p in points})]
+    try:
+        result = refcheck.check(bounds, table)
+    except refcheck.ReferenceError as exc:   # e.g. no record has a parameter a selector names: not checkable
+        print(f"references: not checked: {exc}", flush=True)
+        return f"the references could not be checked: {exc}"
+    report = refcheck.text_report(result)
+    print(report, flush=True)
+    if result.ok:
+        return None
+    return (f"{len(result.violations)} reference violation(s) (the `reference` config):\n"
+            + "\n".join(f"  {v.text()}" for v in result.violations))
+
+
+def _save_references(sweep_dir: Path, spec: dict | None) -> None:
+    """The sweep's `reference` config, for the report stage to check once the jobs end (jobs.finish); none: gone."""
+    path = sweep_dir / status.REFERENCE_SPEC
+    if spec:
+        files.write_text(path, json.dumps(spec, sort_keys=True) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+        (sweep_dir / status.REFERENCE_CHECK).unlink(missing_ok=True)
+
+
+def _raise_if_violated(message: str | None) -> None:
+    if message:
+        raise ReferencesViolated(message)
 
 
 def _queued(manifest: Manifest) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -169,6 +251,9 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: D
     except (SubmissionFailed, PointsFailed, files.WriteFailed) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
+    except ReferencesViolated as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(REFERENCES_VIOLATED)
     except KeyboardInterrupt:
         print("error: interrupted; the records of finished points are kept, and the same command resumes the sweep",
               file=sys.stderr)

@@ -2,7 +2,10 @@
 
 INPUTS (and the --baseline inputs) are results.parquet files or directories holding one (directly or in
 an immediate subdirectory); the default is ``runs``. With --baseline, every point also found in the
-baseline is compared metric by metric (analysis.compare) and a Baseline page lists the changes.
+baseline is compared metric by metric (analysis.compare) and a Baseline page lists the changes. When the
+inputs hold the same point (point id) in several sweeps, e.g. ``runs/`` with one sweep per month, the report is
+of each point's newest ok measurement and a History page shows every point's series over the sweeps
+(analysis.history; --no-history leaves it out).
 The site works from file:// and from any web sub-path: every link is relative and nothing is fetched
 from the network. Vega, Vega-Lite and vega-embed are written once to ``assets/vega.js`` (a classic
 script built by vl_convert) and every chart is rendered client-side by vegaEmbed from a JSON spec
@@ -25,6 +28,7 @@ from altair.utils.schemapi import debug_mode
 
 from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
+from analysis.history import History, history as make_history
 from jobs import files
 from report.charts import fmt_num
 from report import overrides
@@ -53,15 +57,37 @@ def find_inputs(paths: Iterable[Path | str]) -> list[Path]:
 
 
 def load(paths: Iterable[Path | str]) -> pd.DataFrame:
-    found = find_inputs(paths)
-    if not found:
+    return combine(load_runs(paths))
+
+
+def load_runs(paths: Iterable[Path | str]) -> list[tuple[str, pd.DataFrame]]:
+    """(run label, table) of every input file: its sweep name(s), else its directory's name."""
+    out = []
+    for f in find_inputs(paths):
+        table = _read(f)
+        names = sorted(map(str, table["sweep"].dropna().unique())) if "sweep" in table else []
+        out.append((", ".join(names) or f.parent.name, table))
+    return out
+
+
+def combine(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
+    """One table of the runs: a point in several keeps its newest ok row."""
+    if not runs:
         return normalize(pd.DataFrame())
-    tables = [_read(f) for f in found]
+    tables = [t for _, t in runs]
     tables = [t for t in tables if not t.empty] or tables[:1]
     table = pd.concat(tables, ignore_index=True) if len(tables) > 1 else tables[0]
-    if len(found) > 1 and "point_id" in table:
+    if len(runs) > 1 and "point_id" in table:
         table = one_row_per_point(table).sort_index()
     return normalize(table)
+
+
+def history_of(runs: list[tuple[str, pd.DataFrame]], tolerance: float = TOLERANCE) -> History | None:
+    """The history of the points found in two runs or more (None when there is none)."""
+    ids = [set(t["point_id"].dropna()) for _, t in runs if "point_id" in t]
+    if len(ids) < 2 or not any(a & b for i, a in enumerate(ids) for b in ids[i + 1:]):
+        return None
+    return make_history(runs, tolerance)
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -158,8 +184,9 @@ def _size(path: Path) -> str:
 # --------------------------------------------------------------------------- build
 
 def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
-          tolerance: float = TOLERANCE, include_overrides: bool = False) -> Path:
-    """Write the site for ``table`` (compared with ``baseline`` if given) under ``out``; return index.html's path.
+          tolerance: float = TOLERANCE, include_overrides: bool = False, history: History | None = None) -> Path:
+    """Write the site for ``table`` (compared with ``baseline`` if given; with the History page when ``history``
+    is given) under ``out``; return index.html's path.
 
     ``include_overrides``: keep device_override points in the generation speedups and headline findings."""
     out = Path(out)
@@ -179,7 +206,8 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
             comparison_link = {"href": f"data/{COMPARISON_NAME}", "label": COMPARISON_NAME, "size": _size(path)}
 
         pages = [p for p in (pages if pages is not None else discover())
-                 if p.applies(table) and (comparison is not None or not p.needs_baseline)]
+                 if p.applies(table) and (comparison is not None or not p.needs_baseline)
+                 and (history is not None or not p.needs_history)]
         if not any(p.slug == "index" for p in pages):
             raise RuntimeError("the report needs an index page")
         env = _environment()
@@ -195,9 +223,10 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
             # altair otherwise validates every schema object as it is made (a third of the charts' time); the
             # specs are plain Vega-Lite dicts the browser renders (charts.to_spec)
             with debug_mode(False):
-                html = env.get_template(page.template).render(
-                    **{**common, **page.context(table), **page.baseline(table, comparison)}, page=page,
-                    charts=page.charts(table))
+                extra = {**page.context(table), **page.baseline(table, comparison), **page.history(table, history)}
+                # a hook may bring charts of its own (the History page's are drawn from the history)
+                charts = [*page.charts(table), *extra.pop("charts", [])]
+                html = env.get_template(page.template).render(**{**common, **extra}, page=page, charts=charts)
             files.write_text(out / page.filename, html)
         written.result()   # raises files.WriteFailed if the data could not be written
     return out / "index.html"
@@ -231,8 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", nargs="+", metavar="BASELINE",
                     help="results.parquet files or directories to compare against, matched by point id")
     ap.add_argument("--tolerance", type=float, default=TOLERANCE,
-                    help=f"relative change beyond which a metric is a regression or improvement "
+                    help=f"relative change beyond which a metric is a regression or improvement, against the "
+                         f"baseline or (History page, where the intervals also separate) the previous sweep "
                          f"(default: {TOLERANCE}, i.e. ±{TOLERANCE * 100:g}%%)")   # %% for argparse
+    ap.add_argument("--no-history", action="store_true",
+                    help="no History page even when the inputs hold the same point in several sweeps")
     ap.add_argument("--allow-empty", action="store_true",
                     help="build a report with no points when the inputs hold none (default: an error, exit status 2)")
     ap.add_argument("--include-overrides", action="store_true",
@@ -246,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     if why := out_problem(args.out, [*args.inputs, *(args.baseline or [])]):
         ap.error(why)
     try:
-        table = load(args.inputs)
+        runs = load_runs(args.inputs)
+        table = combine(runs)
+        history = None if args.no_history else history_of(runs, args.tolerance)
         baseline = load(args.baseline) if args.baseline else None
     except (FileNotFoundError, InputError) as exc:
         ap.error(str(exc))
@@ -259,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
     try:
         index = build(table, args.out, baseline=baseline, tolerance=args.tolerance,
-                      include_overrides=args.include_overrides)
+                      include_overrides=args.include_overrides, history=history)
     except files.WriteFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -5,7 +5,8 @@ baseline pages from its metric declarations alone; its own pages live next to it
 module of its package (``jobs/workloads/<name>/report.py``, templates in a ``templates/`` folder beside it).
 Modules are found by :func:`discover` with pkgutil (and in every registered workload), sorted by
 ``Page.order``. When report.build has a baseline, it passes
-the analysis.compare.Comparison to every page's ``baseline`` hook (None otherwise).
+the analysis.compare.Comparison to every page's ``baseline`` hook (None otherwise); when its inputs hold the same
+point in several sweeps, the analysis.history.History to every page's ``history`` hook (None otherwise).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.compare import Comparison
+from analysis.history import History
 from analysis.derived import workload_sets
 from analysis.distinct import per_distinct
 from jobs import workloads
@@ -44,6 +46,10 @@ def _no_baseline(table: pd.DataFrame, comparison: Comparison | None) -> dict[str
     return {}
 
 
+def _no_history(table: pd.DataFrame, history: History | None) -> dict[str, Any]:
+    return {}
+
+
 # Tables on a page list at most this many rows; the data/ downloads hold every point.
 MAX_ROWS = 200
 
@@ -60,6 +66,10 @@ class Page:
     # Extra context from the --baseline comparison (None without one); needs_baseline: only built with one.
     baseline: Callable[[pd.DataFrame, Comparison | None], dict[str, Any]] = field(default=_no_baseline)
     needs_baseline: bool = False
+    # Extra context from the history of the inputs' points over several sweeps (None when no point is in two);
+    # needs_history: only built with one.
+    history: Callable[[pd.DataFrame, History | None], dict[str, Any]] = field(default=_no_history)
+    needs_history: bool = False
     workload: str | None = None    # the workload this page is about, if any
     # href (relative to the site root) of the chart that shows one table row: the overview links its headlines there
     link: Callable[[pd.Series], str] | None = None

@@ -14,6 +14,7 @@ from jobs.devices import SHARED_CORES_FRACTION
 from report import claims, overrides
 from report.charts import fmt_num
 from report.overrides import IN_FINDINGS
+from jobs.inject import INFO as INJECTED   # the info column of a point measured slowed (tests of accelsweep)
 from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
 
 # Parameter columns of the points table; each workload in the table adds its labels, its main throughput and the
@@ -222,7 +223,22 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         items.append(loaded)
     if override:
         items.append(override)
+    if injected := _injected(everything):
+        items.append(injected)
     return items
+
+
+def _injected(table: pd.DataFrame) -> dict[str, Any] | None:
+    """A headline naming the points measured with an injected slowdown (jobs.inject: tests of accelsweep)."""
+    if INJECTED not in table:
+        return None
+    factors = pd.to_numeric(table[INJECTED], errors="coerce")
+    if not factors.notna().any():
+        return None
+    hw = ", ".join(sorted(map(str, table.loc[factors.notna(), "hardware"].dropna().unique())))
+    return {"text": f"{int(factors.notna().sum())} point(s) ({hw}) were measured with an injected slowdown "
+                    f"({', '.join(f'{f:g}x' for f in sorted(factors.dropna().unique()))}; ACCELSWEEP_INJECT_SLOWDOWN, "
+                    "a test of accelsweep itself): their numbers are not the hardware's.", "href": "#points"}
 
 
 def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]:

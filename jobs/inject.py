@@ -1,0 +1,66 @@
+"""Fault injection for tests and benchmarks of accelsweep itself: a hardware kind made slower, for real.
+
+ACCELSWEEP_INJECT_SLOWDOWN="h100=1.25[,a100=1.1]" makes every point of the named hardware (its `hardware.name`)
+run on a device whose work takes that factor as long: at each device synchronization (the honest clock reads
+every in-process workload makes around its timed work) the process sleeps (factor - 1) x the time since the
+previous one. The workload's own clock then measures the slowdown; nothing is written into a record by hand.
+A factor of 1.25 is 20 % less throughput. Engines with processes of their own (vLLM, a serving server) are not
+slowed.
+
+A point measured so carries info.injected_slowdown (a table column, named wherever the history and references
+list it) besides the variable in provenance.env, so a slowed record is never taken for a clean one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+
+from jobs.devices import Device
+
+ENV = "ACCELSWEEP_INJECT_SLOWDOWN"
+INFO = "injected_slowdown"
+_MAX = 100.0
+
+
+def factors(text: str | None = None) -> dict[str, float]:
+    """hardware name -> factor from the variable (or `text`); ValueError naming the bad part and the form."""
+    text = os.environ.get(ENV, "") if text is None else text
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, value = part.partition("=")
+        try:
+            factor = float(value)
+        except ValueError:
+            factor = math.nan
+        if not eq or not name.strip() or not 1 <= factor <= _MAX:
+            raise ValueError(f"{ENV}={text!r}: {part!r} must be <hardware name>=<factor>, a factor from 1 to "
+                             f"{_MAX:g} (e.g. h100=1.25: 20 % less throughput)")
+        out[name.strip()] = factor
+    return out
+
+
+@dataclasses.dataclass
+class SlowedDevice(Device):
+    """A Device whose work takes `factor` as long: each synchronize() first sleeps (factor - 1) x the time since the
+    previous one."""
+
+    factor: float = 1.0
+    _last: float | None = dataclasses.field(default=None, repr=False)
+
+    def synchronize(self) -> None:
+        super().synchronize()
+        now = time.perf_counter()
+        if self._last is not None:
+            time.sleep((self.factor - 1) * (now - self._last))
+        self._last = time.perf_counter()
+
+
+def slowed(device: Device, hardware: str | None) -> tuple[Device, float | None]:
+    """(the device, slowed if the variable names `hardware`; the factor or None)."""
+    factor = factors().get(hardware)
+    if factor is None or factor == 1:
+        return device, None
+    fields = {f.name: getattr(device, f.name) for f in dataclasses.fields(Device)}
+    return SlowedDevice(**fields, factor=factor), factor
