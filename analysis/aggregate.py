@@ -27,15 +27,13 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from analysis.derived import add_derived
-from jobs import files, workloads
+from jobs import files, store, workloads
 from jobs.metrics import declared
 from jobs.records import RECORD_NAME, read_point, record_stats
+from jobs.store import PROVENANCE, STATS, flatten  # noqa: F401  (they lived here; callers import them)
 
-STATS = ("p10", "p90", "p99", "n")
 ORDER = ("workload", "hardware", "model", "precision", "cards")   # then each workload's MetricSet.order
 INVALID = "invalid"   # the status of a row that stands for a record file that could not be used
-PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_commit", "container",
-              "start_time", "finish_time")
 
 
 def find_sweeps(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
@@ -53,35 +51,6 @@ def find_sweeps(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
     return list(dict.fromkeys(sweeps)), singles
 
 
-def flatten(rec: dict[str, Any]) -> dict[str, Any]:
-    row: dict[str, Any] = {"point_id": rec["point_id"], "sweep": rec["sweep"], "status": rec["status"]}
-    row.update(rec["params"])
-    for name, m in rec.get("metrics", {}).items():
-        row[name] = m["median"]
-        for col, stat in zip(_stat_columns(name), STATS):
-            row[col] = m[stat]
-    if nz := rec.get("noise"):   # the main metric: its interval, spread, samples (for derived intervals), stability
-        m = nz["metric"]
-        row.update({f"{m}_ci_lo": nz["ci_lo"], f"{m}_ci_hi": nz["ci_hi"], f"{m}_cv": nz["cv"],
-                    f"{m}_samples": rec["metrics"][m]["samples"], "stable": nz["stable"], "stop": nz["stop"]})
-    for key, value in rec.get("info", {}).items():
-        row[key if key not in row else f"info_{key}"] = value
-    row["energy_meter"] = rec.get("energy", {}).get("meter")
-    err = rec.get("error") or {}
-    row["error_type"], row["error_message"], row["log_tail"] = err.get("type"), err.get("message"), err.get("log_tail")
-    prov = rec.get("provenance", {})
-    row.update({k: prov.get(k) for k in PROVENANCE})
-    for pkg in ("torch", "transformers", "accelsweep"):
-        row[f"{pkg}_version"] = prov.get("packages", {}).get(pkg)
-    row["rerun_command"] = rec.get("command")
-    return row
-
-
-@functools.cache
-def _stat_columns(metric: str) -> tuple[str, ...]:
-    return tuple(f"{metric}_{s}" for s in STATS)
-
-
 def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
     """A point measured more than once keeps one row: ok beats not ok, then the newest (the order is found on
     those columns alone; the table is reordered once)."""
@@ -93,19 +62,24 @@ def one_row_per_point(table: pd.DataFrame) -> pd.DataFrame:
     return table.iloc[kept]
 
 
-CACHE = ".aggregate-cache.parquet"   # per sweep directory: the rows of the records read, with each file's stat
+CACHE = os.path.join(store.DIR, store.TABLE)   # per sweep directory: its results store's compacted rows
+OLD_CACHE = ".aggregate-cache.parquet"          # what an earlier version kept instead (removed when CACHE is written)
 BATCH = 2000                          # records read into one columnar batch
 POOL_CHUNKS = 4                       # batches from which reading them is spread over the cores
-_STAT = ("_path", "_size", "_mtime_ns")
+KEYS = "_keys"                        # a row's column names in order, joined by SEP (dictionary-encoded)
+SEP = "\x1f"
+_HELP = ("_path", *store.STAT_KEYS, KEYS)   # helper columns, not part of the table
 
 
 def aggregate(paths: Iterable[Path], stats: dict[Path, dict[str, tuple[int, int]]] | None = None) -> pd.DataFrame:
     """The table of every record under `paths`. A file that is not a valid record is skipped with a warning and
     kept as a row with status `invalid` (listed on the report's failures page).
 
-    Records are read in batches into arrow tables; each sweep directory keeps the rows it read in CACHE, so the
-    next aggregate stats every record file and reads only those that are new or changed (by size and mtime).
-    `stats`: a sweep directory's jobs.records.record_stats, when the caller has it already."""
+    Each sweep's rows come from its results store (jobs.store: the compacted table store/rows.parquet and the
+    fragments its jobs appended since) for the record files whose size and mtime are those the row was made
+    from; every other record file is read (in batches, over the cores when there are many), and the store's table
+    is rewritten with what was read. The table is the one reading every record gives, to the bit
+    (tests/test_store.py). `stats`: a sweep directory's jobs.records.record_stats, when the caller has it already."""
     sweeps, singles = find_sweeps(paths)
     tables, invalid = [], []
     for sweep in sweeps:
@@ -117,7 +91,7 @@ def aggregate(paths: Iterable[Path], stats: dict[Path, dict[str, tuple[int, int]
     if singles:
         tables.append(_rows(None, _stat(singles), invalid))
     tables = [t for t in tables if t.num_rows]
-    rows = pa.concat_tables(tables, promote_options="permissive").drop_columns(list(_STAT)) if tables else None
+    rows = _canonical(pa.concat_tables(tables, promote_options="permissive")) if tables else None
     return table_from_rows(rows, invalid)
 
 
@@ -133,51 +107,80 @@ def _stat(found: list[Path]) -> dict[str, tuple[int, int]]:
 
 
 def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[dict[str, Any]]) -> pa.Table:
-    """The flattened rows of the record files `stat` names (path -> size, mtime) in `sweep` (None: files given
-    one by one), in path order, from its cache where a file is unchanged; the cache is rewritten when anything
-    changed."""
-    cache_path = sweep / CACHE if sweep is not None else None
-    cached = _read_cache(cache_path)
+    """The flattened rows (with the _HELP columns) of the record files `stat` names (path -> size, mtime) in
+    `sweep` (None: files given one by one), in path order: from the sweep's store where a row stands for the file
+    as it is now, else read from the file. The store's fragments are compacted into its table, which is rewritten
+    when anything changed."""
+    key = _point if sweep is not None else str   # a sweep's rows are its points'; files given one by one: their paths
+    now = {key(path): path for path in stat}
+    pieces, have, changed = [], set(), False
+    claimed, movable = store.claim(sweep) if sweep is not None else ([], False)
+    cached = _read_cache(sweep / CACHE) if sweep is not None else None
     if cached is not None:
-        keys = cached.select([*_STAT, "point_id"]).to_pydict()
-        # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made the cache;
-        # a row whose point_id is not its folder's (a cache of an older version) is read again (records.read_point)
-        now = {_point(path): path for path in stat}
-        paths = [now.get(_point(path)) for path in keys["_path"]]
-        keep = [p is not None and stat[p] == (n, t) and pid == _point(p)
-                for p, n, t, pid in zip(paths, keys["_size"], keys["_mtime_ns"], keys["point_id"])]
-        changed = not all(keep)
-        if changed:
-            cached = cached.filter(pa.array(keep, type=pa.bool_()))
-        have = [p for p, k in zip(paths, keep) if k]
-        cached = cached.set_column(cached.schema.get_field_index("_path"), "_path", pa.array(have, pa.string()))
-        have = set(have)
-    else:
-        changed, have = True, set()
-    batches = [cached] if cached is not None and cached.num_rows else []
-    todo = [p for p in stat if p not in have]
-    for rows, bad in _read([[(p, *stat[p]) for p in todo[i:i + BATCH]] for i in range(0, len(todo), BATCH)]):
+        # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made it
+        keys = cached.select(list(store.STAT_KEYS)).to_pydict()
+        keep = []
+        for pid, size, mtime in zip(keys["_point"], keys["_size"], keys["_mtime_ns"]):
+            path = now.get(pid)
+            keep.append(path is not None and pid not in have and stat[path] == (size, mtime))
+            if keep[-1]:
+                have.add(pid)
+        if not all(keep):
+            changed, cached = True, cached.filter(pa.array(keep, type=pa.bool_()))
+        pieces.append(cached)
+    appended = []
+    for fragment in claimed:
+        for row in store.read_fragment(fragment):
+            pid = row["_point"]
+            path = now.get(pid)
+            if path is not None and pid not in have and stat[path] == (row["_size"], row["_mtime_ns"]) \
+                    and row.get("point_id") == pid:
+                have.add(pid)
+                appended.append(row)
+    if appended:
+        pieces.append(_arrow_keyed(appended))
+    todo = [(p, key(p), *stat[p]) for p in stat if key(p) not in have]
+    for rows, bad in _read([todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]):
         for path, why in bad:
             print(f"warning: skipping {path}: {why}", file=sys.stderr)
             invalid.append(invalid_row(Path(path), why))
         if rows is not None:
-            batches.append(rows)
-    if not batches:
-        return pa.table({k: [] for k in _STAT})
-    table = pa.concat_tables(batches, promote_options="permissive")
-    order = pc.sort_indices(table["_path"])   # path order whatever came from the cache: it decides ties later
+            pieces.append(rows)
+    pieces = [t for t in pieces if t.num_rows]
+    if not pieces:
+        if sweep is not None and (changed or claimed):
+            _write_cache(sweep, _empty(), claimed, movable)
+        return _empty()
+    table = pa.concat_tables(pieces, promote_options="permissive") if len(pieces) > 1 else pieces[0]
+    if sweep is not None and (changed or appended or todo or claimed or not (sweep / CACHE).is_file()):
+        _write_cache(sweep, table, claimed, movable)
+    paths = pa.array([now[pid] for pid in table["_point"].to_pylist()], pa.string())
+    table = table.append_column("_path", paths)
+    order = pc.sort_indices(paths)   # path order whatever the source: it decides ties later
     if not pc.all(pc.equal(order, pa.array(np.arange(len(order), dtype=np.uint64)))).as_py():
         table = table.take(order)
-    if cache_path is not None and (changed or todo):
-        try:
-            with files.atomic(cache_path) as tmp:
-                pq.write_table(table, tmp, compression="zstd")
-        except OSError as exc:   # a read-only copy of a sweep: aggregate all the same, without a cache
-            print(f"warning: no aggregate cache in {sweep}: {exc}", file=sys.stderr)
     return table
 
 
-def _read(chunks: list[list[tuple[str, int, int]]]) -> Iterable[tuple[pa.Table | None, list[tuple[str, str]]]]:
+def _empty() -> pa.Table:
+    return pa.table({"_point": pa.array([], pa.string()), "_size": pa.array([], pa.int64()),
+                     "_mtime_ns": pa.array([], pa.int64()), KEYS: pa.array([], pa.dictionary(pa.int32(), pa.string()))})
+
+
+def _write_cache(sweep: Path, table: pa.Table, claimed: list[str], movable: bool) -> None:
+    """The sweep's store table, whole or not at all; then the fragments compacted into it go."""
+    try:
+        with files.atomic(sweep / CACHE) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+    except OSError as exc:   # a read-only copy of a sweep: aggregate all the same, without a store
+        print(f"warning: the results store of {sweep} not updated: {exc}", file=sys.stderr)
+        return
+    if movable:
+        store.release(claimed)
+    (sweep / OLD_CACHE).unlink(missing_ok=True)
+
+
+def _read(chunks: list[list[tuple[str, str, int, int]]]) -> Iterable[tuple[pa.Table | None, list[tuple[str, str]]]]:
     """_read_chunk of each chunk, in order: in a pool of one process per core when there are many chunks (reading,
     checking and flattening a record is Python work of a few tenths of a millisecond: 100,000 of them take one
     core tens of seconds), else here."""
@@ -192,16 +195,16 @@ def _read(chunks: list[list[tuple[str, int, int]]]) -> Iterable[tuple[pa.Table |
         yield from pool.map(_read_chunk, chunks)
 
 
-def _read_chunk(chunk: list[tuple[str, int, int]]) -> tuple[pa.Table | None, list[tuple[str, str]]]:
-    """(the flattened rows of the valid records among (path, size, mtime), the (path, why) of the others)."""
+def _read_chunk(chunk: list[tuple[str, str, int, int]]) -> tuple[pa.Table | None, list[tuple[str, str]]]:
+    """(the flattened rows of the valid records among (path, key, size, mtime), the (path, why) of the others)."""
     rows, bad = [], []
-    for path, size, mtime in chunk:
+    for path, key, size, mtime in chunk:
         rec, why = read_point(path)
         if rec is None:
             bad.append((path, why))
         else:
-            rows.append({**flatten(rec), "_path": path, "_size": size, "_mtime_ns": mtime})
-    return (_arrow(rows) if rows else None), bad
+            rows.append({**flatten(rec), "_point": key, "_size": size, "_mtime_ns": mtime})
+    return (_arrow_keyed(rows) if rows else None), bad
 
 
 def _point(path: str) -> str:
@@ -219,32 +222,50 @@ def _arrow(rows: list[dict[str, Any]]) -> pa.Table:
     return table
 
 
-def _read_cache(path: Path | None, columns: list[str] | None = None) -> pa.Table | None:
-    if path is None or not path.is_file():
+def _arrow_keyed(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (with store.STAT_KEYS) as an arrow table, with each row's column names (KEYS), so that _canonical
+    gives the table _arrow gives of all rows at once, whichever rows were read together."""
+    skip = set(store.STAT_KEYS)
+    keys = pa.array([SEP.join(k for k in row if k not in skip) for row in rows]).dictionary_encode()
+    return pa.Table.from_struct_array(pa.array(rows)).append_column(KEYS, keys)
+
+
+def _canonical(table: pa.Table) -> pa.Table:
+    """Rows concatenated from pieces (_arrow_keyed, the store) -> the rows _arrow makes of them all at once:
+    columns in order of first appearance, a column that is null everywhere float where some row lacks it; the
+    _HELP columns dropped."""
+    signatures = []   # the distinct column lists, in order of the first row of each
+    for chunk in table[KEYS].chunks:
+        idx = chunk.indices.to_numpy(zero_copy_only=False)
+        _, first = np.unique(idx, return_index=True)
+        words = chunk.dictionary.to_pylist()
+        signatures += [words[idx[i]] for i in np.sort(first)]
+    columns = [s.split(SEP) for s in dict.fromkeys(signatures)]
+    order = list(dict.fromkeys(c for cols in columns for c in cols))
+    table = table.select(order)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_null(field.type) and any(field.name not in set(cols) for cols in columns):
+            table = table.set_column(i, field.name, table.column(i).cast(pa.float64()))
+    return table
+
+
+def _read_cache(path: Path, columns: list[str] | None = None) -> pa.Table | None:
+    """The store's table (only `columns` of it, and its STAT_KEYS), or None where there is none or it cannot be
+    read (then every record is read again)."""
+    if not path.is_file():
         return None
     try:
         have = pq.read_schema(path).names
-        if not set(_STAT) <= set(have):
+        if not {*store.STAT_KEYS, KEYS} <= set(have):
             return None
-        return pq.read_table(path, columns=columns and [*_STAT, *(c for c in columns if c in have)])
+        return pq.read_table(path, columns=columns and [*store.STAT_KEYS, *(c for c in columns if c in have)])
     except (OSError, pa.ArrowException):   # torn or from another version: read every record again
         return None
 
 
 def cached_columns(sweep: Path, stats: dict[str, tuple[int, int]], columns: list[str]) -> dict[str, tuple]:
-    """Point id -> the values of `columns` (None where absent) in the sweep's aggregate cache, for the record
-    files whose size and mtime (jobs.records.record_stats) are those the cache was made from; other points
-    (new, changed, invalid, or no cache yet) are left out."""
-    table = _read_cache(Path(sweep) / CACHE, ["point_id", *columns])
-    if table is None:
-        return {}
-    data = table.to_pydict()
-    out = {}
-    for i, (path, size, mtime) in enumerate(zip(data["_path"], data["_size"], data["_mtime_ns"])):
-        pid = _point(path)
-        if stats.get(pid) == (size, mtime) and data["point_id"][i] == pid:
-            out[pid] = tuple(data[c][i] if c in data else None for c in columns)
-    return out
+    """Point id -> the values of `columns` in the sweep's results store, for the unchanged records (jobs.store.columns)."""
+    return store.columns(sweep, stats, columns)
 
 
 def invalid_row(path: Path, why: str) -> dict[str, Any]:

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from jobs import records, schedulers
+from jobs import records, schedulers, store
 from jobs.manifest import NAME as MANIFEST_NAME
 from jobs.manifest import Manifest
 from jobs.point import failure_record
 from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
 INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
+_NONE: dict[str, Any] = {}   # no submission, no job state (read only)
 ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", INVALID,
          "not submitted", "unknown")
 
@@ -42,29 +44,31 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         jobs = job_states(manifest)
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
-    read = {}
-    for pid, rec in _records(sweep_dir, manifest.data["points"]).items():
-        sub = latest.get(pid, {})
-        read[pid] = rec, rec is not None and sub.get("submitted") is not None and \
+    recs = _records(sweep_dir, manifest.data["points"])
+    fresh_of = {}
+    for pid, rec in recs.items():
+        sub = latest.get(pid, _NONE)
+        fresh_of[pid] = rec is not None and sub.get("submitted") is not None and \
             (rec["start_time"] or "") >= sub["submitted"]
     # An array task of several points (cluster.points_per_task) runs them in order: the first without a record
     # of this submission is the one running, those after it wait.
-    current = {task: next((p for p in pids if not read[p][1]), None) for task, pids in _task_points(manifest,
-                                                                                                   latest).items()}
+    current = {task: next((p for p in pids if not fresh_of[p]), None)
+               for task, pids in _task_points(manifest, latest).items()}
     rows = []
     for pid, point in manifest.data["points"].items():
-        sub = latest.get(pid, {})
-        rec, fresh = read[pid]
-        job = jobs.get(sub.get("task") or "", {})
-        if fresh or (rec is not None and not sub.get("task")):
+        sub = latest.get(pid, _NONE)
+        rec, fresh = recs[pid], fresh_of[pid]
+        task = sub.get("task")
+        job = jobs.get(task, _NONE) if task else _NONE
+        if fresh or (rec is not None and not task):
             state, detail = rec["status"], rec["message"] or ""
-        elif sub.get("task"):
+        elif task:
             state = job.get("state", "unknown")
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
             if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
                 detail = f"{job['native']}: {job['reason']}"
-            if state == "running" and current.get(sub["task"]) not in (None, pid):
-                state, detail = "pending", f"waits in array task {sub['task']} behind point {current[sub['task']]}"
+            if state == "running" and current.get(task) not in (None, pid):
+                state, detail = "pending", f"waits in array task {task} behind point {current[task]}"
             if state not in ("pending", "running") and rec is not None:
                 detail += f"; older record: {rec['status']}"
         elif sub.get("error"):
@@ -76,21 +80,21 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
             state, detail = "not submitted", f"its hardware is on cluster {other['cluster']}: {other['command']}"
         else:   # a local sweep of an earlier version, stopped before this point (it ran without job ids)
             state, detail = "not submitted", ""
-        rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",
-                     "hardware": point["params"].get("hardware"), "cards": point["params"].get("cards"),
-                     "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
-                     "submitted": sub.get("submitted"), "job_state": job, "kind": sub.get("kind"),
+        params = point["params"]
+        rows.append({"point_id": pid, "state": state, "job": task or "-", "hardware": params.get("hardware"),
+                     "cards": params.get("cards"), "label": " ".join(point["overrides"]), "detail": detail[:160],
+                     "fresh_record": fresh, "submitted": sub.get("submitted"),
+                     "job_state": job if job is not _NONE else {}, "kind": sub.get("kind"),
                      "group": sub.get("group") or "-"})
     return rows
 
 
 def _records(sweep_dir: Path, points: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
     """Point id -> what status needs of its record (status, start_time, message), or None without one: from the
-    aggregate cache where the record file is unchanged since it was cached, else read from the file."""
-    from analysis.aggregate import cached_columns
-
+    sweep's results store (jobs.store) where the record file is unchanged since its row was made, else read from
+    the file."""
     stats = records.record_stats(sweep_dir)
-    cached = cached_columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+    cached = store.columns(sweep_dir, stats, ["status", "start_time", "error_message"])
     points_dir = os.path.join(sweep_dir, "points", "")
     out: dict[str, dict[str, Any] | None] = {}
     for pid in points:
@@ -228,10 +232,8 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    out = {s: 0 for s in ORDER}
-    for r in rows:
-        out[r["state"]] = out.get(r["state"], 0) + 1
-    return {s: n for s, n in out.items() if n}
+    found = Counter(r["state"] for r in rows)
+    return {**{s: found[s] for s in ORDER if found[s]}, **found}
 
 
 def summary_line(c: dict[str, int]) -> str:
@@ -244,9 +246,8 @@ PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", INVALID, "no
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Group (job name) -> counts per state."""
     out: dict[str, dict[str, int]] = {}
-    for r in rows:
-        g = out.setdefault(r["group"], {})
-        g[r["state"]] = g.get(r["state"], 0) + 1
+    for (group, state), n in Counter((r["group"], r["state"]) for r in rows).items():
+        out.setdefault(group, {})[state] = n
     return out
 
 
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         print(f"(the sweep started last: {args.sweep_dir})")
-    manifest = Manifest.load_or_exit(args.sweep_dir)
+    manifest = Manifest.load_or_exit(args.sweep_dir, brief=not args.record)   # --record writes records: every param
     if args.record:
         written = record_ended(args.sweep_dir, manifest)
         print(f"wrote {len(written)} record(s) for jobs that ended without one")
