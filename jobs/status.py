@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 import signal
 import sys
 from pathlib import Path
@@ -34,17 +35,18 @@ ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "u
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
-                 jobs: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
+                 jobs: dict[str, dict[str, str]] | None = None, seen: Future | None = None) -> list[dict[str, Any]]:
     """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail.
 
-    `jobs`: job states already queried (see job_states); by default they are queried here."""
+    `jobs`: job states already queried (see job_states); by default they are queried here. `seen`: a future of
+    stored(sweep_dir), started earlier."""
     manifest = manifest or Manifest.load(sweep_dir)
     latest = manifest.latest()
     if jobs is None:
         jobs = job_states(manifest)
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
-    recs = _records(sweep_dir, manifest.data["points"])
+    recs = _records(sweep_dir, manifest.data["points"], seen.result() if seen is not None else None)
     fresh_of = {}
     for pid, rec in recs.items():
         sub = latest.get(pid, _NONE)
@@ -89,12 +91,18 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
     return rows
 
 
-def _records(sweep_dir: Path, points: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+def stored(sweep_dir: Path) -> tuple[dict[str, tuple[int, int]], dict[str, tuple]]:
+    """(every record file's stat, what the results store holds of those unchanged: status, start time, message)."""
+    stats = records.record_stats(sweep_dir)
+    return stats, store.columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+
+
+def _records(sweep_dir: Path, points: dict[str, Any],
+             seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> dict[str, dict[str, Any] | None]:
     """Point id -> what status needs of its record (status, start_time, message), or None without one: from the
     sweep's results store (jobs.store) where the record file is unchanged since its row was made, else read from
-    the file."""
-    stats = records.record_stats(sweep_dir)
-    cached = store.columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+    the file. `seen`: stored(sweep_dir) if the caller has it."""
+    stats, cached = seen or stored(sweep_dir)
     points_dir = os.path.join(sweep_dir, "points", "")
     out: dict[str, dict[str, Any] | None] = {}
     for pid in points:
@@ -323,12 +331,17 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         print(f"(the sweep started last: {args.sweep_dir})")
-    manifest = Manifest.load_or_exit(args.sweep_dir, brief=not args.record)   # --record writes records: every param
-    if args.record:
-        written = record_ended(args.sweep_dir, manifest)
-        print(f"wrote {len(written)} record(s) for jobs that ended without one")
-    jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
-    rows = point_states(args.sweep_dir, manifest, jobs=jobs)
+    with ThreadPoolExecutor(1) as pool:
+        # the record files' stats (system calls, the GIL let go) and the store's columns (arrow) while the manifest
+        # is parsed; again after --record has written records
+        seen = pool.submit(stored, args.sweep_dir) if not args.record else None
+        manifest = Manifest.load_or_exit(args.sweep_dir, brief=not args.record)   # --record: every param
+        if args.record:
+            written = record_ended(args.sweep_dir, manifest)
+            print(f"wrote {len(written)} record(s) for jobs that ended without one")
+            seen = pool.submit(stored, args.sweep_dir)
+        jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
+        rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=seen)
     show(args.sweep_dir, rows, every=args.all)
     line, failed = report_summary(args.sweep_dir, manifest, jobs)
     if line:
