@@ -27,12 +27,14 @@ import argparse
 import functools
 import itertools
 import math
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,30 +51,50 @@ STAGES = {
 MANY = "many sweeps"
 
 
-def write_sweep(sweep: Path, n: int, per_writer: int = 1) -> None:
-    """N records under sweep/points/<id>/record.json, written as jobs write them (each `per_writer` points as by a
-    new process: into a new fragment of the sweep's results store), and a manifest naming their points (a local
-    cluster)."""
+def write_sweep(sweep: Path, n: int, per_writer: int = 1, writers: int = 4) -> None:
+    """N records under sweep/points/<id>/record.json, written as jobs write them by `writers` processes at once
+    (jobs.records.write_point_record: the record, fsynced, then its row appended to the store; each `per_writer`
+    points as by a new process, into a new fragment of the sweep's results store), and a manifest naming their
+    points (a local cluster)."""
     sys.path.insert(0, str(ROOT))
-    from jobs import plan, store
+    from jobs import plan
     from jobs.manifest import Manifest
-    from jobs.records import record_path, write_point_record
+
+    step = -(-n // writers)
+    with ProcessPoolExecutor(writers, mp_context=multiprocessing.get_context("fork")) as pool:
+        starts = range(0, n, step)
+        list(pool.map(_write_records, [sweep] * len(starts), starts, [min(step, n - s) for s in starts],
+                      [per_writer] * len(starts)))
+    points = []
+    for i in range(n):
+        rec = _synthetic(sweep, i)
+        points.append(plan.Point(point_id=rec["point_id"], sweep=sweep.name, overrides=[f"seed={i // len(grid())}"],
+                                 cfg={}, params=rec["params"], command=rec["command"]))
+    Manifest(sweep).begin(points, cluster={"name": "local", "kind": "local"})
+
+
+def _synthetic(sweep: Path, i: int) -> dict:
+    """Record i: beyond the 10,000-point grid, the same grid again with another seed."""
     from tests import synthetic
 
-    points = []
-    for i in range(n):   # beyond the 10,000-point grid, the same grid again with another seed
-        seed = i // len(grid())
-        rec = synthetic._record(*grid()[i % len(grid())], failed=i % 37 == 0)
-        if seed:
-            rec["params"]["seed"] = seed
-            rec["point_id"] = f"{rec['point_id'][:9]}{seed:03x}"
-        rec["sweep"] = sweep.name
+    seed = i // len(grid())
+    rec = synthetic._record(*grid()[i % len(grid())], failed=i % 37 == 0)
+    if seed:
+        rec["params"]["seed"] = seed
+        rec["point_id"] = f"{rec['point_id'][:9]}{seed:03x}"
+    rec["sweep"] = sweep.name
+    return rec
+
+
+def _write_records(sweep: Path, start: int, count: int, per_writer: int) -> None:
+    from jobs import store
+    from jobs.records import record_path, write_point_record
+
+    for i in range(start, start + count):
         if i % per_writer == 0:
             store._writer = None   # as a new process: its own fragment
+        rec = _synthetic(sweep, i)
         write_point_record(record_path(sweep / "points", rec["point_id"]), rec)
-        points.append(plan.Point(point_id=rec["point_id"], sweep=sweep.name, overrides=[f"seed={seed}"], cfg={},
-                                 params=rec["params"], command=rec["command"]))
-    Manifest(sweep).begin(points, cluster={"name": "local", "kind": "local"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -108,12 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points-per-writer", type=int, default=1, metavar="K",
                     help="points written by each writer process, i.e. per store fragment (default 1: one point per "
                          "array task, the most fragments)")
+    ap.add_argument("--writers", type=int, default=4, help="processes writing the records at once (default 4)")
     args = ap.parse_args(argv)
     ns = sorted(set(args.n + ([100_000] if args.big else [])))
     if any(n < 1 for n in ns):
         ap.error(f"--n must be positive, got {ns}")
-    if args.points_per_writer < 1:
-        ap.error(f"--points-per-writer must be at least 1, got {args.points_per_writer}")
+    if args.points_per_writer < 1 or args.writers < 1:
+        ap.error(f"--points-per-writer and --writers must be at least 1, got {args.points_per_writer} and "
+                 f"{args.writers}")
     print(f"load average at the start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     results: dict[str, dict[int, tuple[float, float]]] = {s: {} for s in STAGES}
     site: dict[int, float] = {}   # MB on disk of the site the report stage wrote
@@ -122,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in ns:
             sweep = base / f"scale-{n}"
             t0 = time.perf_counter()
-            write_sweep(sweep, n, args.points_per_writer)
+            write_sweep(sweep, n, args.points_per_writer, args.writers)
             print(f"N={n:>7,}: wrote {n:,} records in {time.perf_counter() - t0:.1f} s "
                   f"({len(list((sweep / 'store').glob('rows-*')))} store fragments)", flush=True)
             for stage, cmd in STAGES.items():
