@@ -81,15 +81,17 @@ def aggregate(paths: Iterable[Path], stats: dict[Path, dict[str, tuple[int, int]
     is rewritten with what was read. The table is the one reading every record gives, to the bit
     (tests/test_store.py). `stats`: a sweep directory's jobs.records.record_stats, when the caller has it already."""
     sweeps, singles = find_sweeps(paths)
-    tables, invalid = [], []
+    tables, invalid, compacted = [], [], []
     for sweep in sweeps:
         found = (stats or {}).get(sweep)
         found = record_stats(sweep) if found is None else found
         points = os.path.join(sweep, "points", "")
         tables.append(_rows(sweep, {f"{points}{pid}{os.sep}{RECORD_NAME}": st for pid, st in found.items()},
-                            invalid))
+                            invalid, compacted))
     if singles:
-        tables.append(_rows(None, _stat(singles), invalid))
+        tables.append(_rows(None, _stat(singles), invalid, compacted))
+    # the compacted fragments are removed on a thread while the table is made (the process waits for it at exit)
+    store.release(compacted)
     tables = [t for t in tables if t.num_rows]
     rows = _canonical(pa.concat_tables(tables, promote_options="permissive")) if tables else None
     return table_from_rows(rows, invalid)
@@ -106,15 +108,17 @@ def _stat(found: list[Path]) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[dict[str, Any]]) -> pa.Table:
+def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[dict[str, Any]],
+          compacted: list[str]) -> pa.Table:
     """The flattened rows (with the _HELP columns) of the record files `stat` names (path -> size, mtime) in
     `sweep` (None: files given one by one), in path order: from the sweep's store where a row stands for the file
     as it is now, else read from the file. The store's fragments are compacted into its table, which is rewritten
     when anything changed."""
+    global _MATCH
     key = _point if sweep is not None else str   # a sweep's rows are its points'; files given one by one: their paths
     now = {key(path): path for path in stat}
     pieces, have, changed = [], set(), False
-    claimed, movable = store.claim(sweep) if sweep is not None else ([], False)
+    fragments, claimed = store.claim(sweep) if sweep is not None else ([], [])
     cached = _read_cache(sweep / CACHE) if sweep is not None else None
     if cached is not None:
         # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made it
@@ -128,32 +132,30 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
         if not all(keep):
             changed, cached = True, cached.filter(pa.array(keep, type=pa.bool_()))
         pieces.append(cached)
-    appended = []
-    for fragment in claimed:
-        for row in store.read_fragment(fragment):
-            pid = row["_point"]
-            path = now.get(pid)
-            if path is not None and pid not in have and stat[path] == (row["_size"], row["_mtime_ns"]) \
-                    and row.get("point_id") == pid:
-                have.add(pid)
-                appended.append(row)
-    if appended:
-        pieces.append(_arrow_keyed(appended))
+    appended = 0
+    _MATCH = (now, stat, have)   # for _fragment_rows, here or in forked workers
+    try:
+        for rows in _pool_map(_fragment_rows, [fragments[i:i + BATCH] for i in range(0, len(fragments), BATCH)]):
+            if rows is None:
+                continue
+            new = [pid not in have for pid in rows["_point"].to_pylist()]   # a point in two chunks: the first
+            have.update(pid for pid, n in zip(rows["_point"].to_pylist(), new) if n)
+            pieces.append(rows if all(new) else rows.filter(pa.array(new, type=pa.bool_())))
+            appended += 1
+    finally:
+        _MATCH = None
     todo = [(p, key(p), *stat[p]) for p in stat if key(p) not in have]
-    for rows, bad in _read([todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]):
+    for rows, bad in _pool_map(_read_chunk, [todo[i:i + BATCH] for i in range(0, len(todo), BATCH)]):
         for path, why in bad:
             print(f"warning: skipping {path}: {why}", file=sys.stderr)
             invalid.append(invalid_row(Path(path), why))
         if rows is not None:
             pieces.append(rows)
     pieces = [t for t in pieces if t.num_rows]
-    if not pieces:
-        if sweep is not None and (changed or claimed):
-            _write_cache(sweep, _empty(), claimed, movable)
-        return _empty()
-    table = pa.concat_tables(pieces, promote_options="permissive") if len(pieces) > 1 else pieces[0]
+    table = (pa.concat_tables(pieces, promote_options="permissive") if len(pieces) > 1 else pieces[0]) if pieces \
+        else _empty()
     if sweep is not None and (changed or appended or todo or claimed or not (sweep / CACHE).is_file()):
-        _write_cache(sweep, table, claimed, movable)
+        _write_cache(sweep, table, claimed, compacted)
     paths = pa.array([now[pid] for pid in table["_point"].to_pylist()], pa.string())
     table = table.append_column("_path", paths)
     order = pc.sort_indices(paths)   # path order whatever the source: it decides ties later
@@ -162,26 +164,44 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     return table
 
 
+_MATCH: tuple[dict[str, str], dict[str, tuple[int, int]], set[str]] | None = None   # (key -> path, path -> stat, keys done)
+
+
+def _fragment_rows(fragments: list[str]) -> pa.Table | None:
+    """The rows in these store fragments that stand for their record file as it is now (_MATCH), once each."""
+    now, stat, have = _MATCH
+    rows, seen = [], set()
+    for fragment in fragments:
+        for row in store.read_fragment(fragment):
+            pid = row["_point"]
+            path = now.get(pid)
+            if path is not None and pid not in have and pid not in seen and \
+                    stat[path] == (row["_size"], row["_mtime_ns"]) and row.get("point_id") == pid:
+                seen.add(pid)
+                rows.append(row)
+    return _arrow_keyed(rows) if rows else None
+
+
 def _empty() -> pa.Table:
     return pa.table({"_point": pa.array([], pa.string()), "_size": pa.array([], pa.int64()),
                      "_mtime_ns": pa.array([], pa.int64()), KEYS: pa.array([], pa.dictionary(pa.int32(), pa.string()))})
 
 
-def _write_cache(sweep: Path, table: pa.Table, claimed: list[str], movable: bool) -> None:
-    """The sweep's store table, whole or not at all; then the fragments compacted into it go."""
+def _write_cache(sweep: Path, table: pa.Table, claimed: list[str], compacted: list[str]) -> None:
+    """The sweep's store table, whole or not at all; then the folders of fragments compacted into it may go (added
+    to `compacted`)."""
     try:
         with files.atomic(sweep / CACHE) as tmp:
             pq.write_table(table, tmp, compression="zstd")
     except OSError as exc:   # a read-only copy of a sweep: aggregate all the same, without a store
         print(f"warning: the results store of {sweep} not updated: {exc}", file=sys.stderr)
         return
-    if movable:
-        store.release(claimed)
+    compacted += claimed
     (sweep / OLD_CACHE).unlink(missing_ok=True)
 
 
-def _read(chunks: list[list[tuple[str, str, int, int]]]) -> Iterable[tuple[pa.Table | None, list[tuple[str, str]]]]:
-    """_read_chunk of each chunk, in order: in a pool of one process per core when there are many chunks (reading,
+def _pool_map(fn, chunks: list) -> Iterable:
+    """fn of each chunk, in order: in a pool of one process per core when there are many chunks (reading,
     checking and flattening a record is Python work of a few tenths of a millisecond: 100,000 of them take one
     core tens of seconds), else here."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
@@ -189,10 +209,10 @@ def _read(chunks: list[list[tuple[str, str, int, int]]]) -> Iterable[tuple[pa.Ta
     # threads' locks held) and on Linux (macOS's libraries are not fork-safe). spawn would re-run the caller's
     # __main__ script in each worker.
     if len(chunks) < POOL_CHUNKS or cores < 2 or threading.active_count() > 1 or not sys.platform.startswith("linux"):
-        yield from map(_read_chunk, chunks)
+        yield from map(fn, chunks)
         return
     with ProcessPoolExecutor(min(cores, len(chunks)), mp_context=multiprocessing.get_context("fork")) as pool:
-        yield from pool.map(_read_chunk, chunks)
+        yield from pool.map(fn, chunks)
 
 
 def _read_chunk(chunk: list[tuple[str, str, int, int]]) -> tuple[pa.Table | None, list[tuple[str, str]]]:

@@ -3,11 +3,12 @@ the source of truth; the store only saves reading them again).
 
 Writing (jobs.records.write_point_record, in the job that wrote the record): the record's row (`flatten`), with the
 size and mtime of the record file it was read from, is appended as one JSON line to this process's own fragment,
-store/rows-<host>-<pid>-<random>.jsonl, by one O_APPEND write. No file is appended to by two processes and no lock
-is taken, so hundreds of array tasks on several nodes can write into one sweep on a shared file system.
+store/fragments/rows-<host>-<pid>-<random>.jsonl, by one O_APPEND write. No file is appended to by two processes
+and no lock is taken, so hundreds of array tasks on several nodes can write into one sweep on a shared file system.
 
-Reading (analysis.aggregate): the fragments are claimed (renamed: atomic on NFS too) and compacted, with the rows
-read from JSON, into store/rows.parquet, the columnar table of the sweep. A row is used only while its record file
+Reading (analysis.aggregate): the folder of fragments is claimed (renamed, in one step however many fragments it
+holds: atomic on NFS too; writers start a new folder) and compacted, with the rows read from JSON, into
+store/rows.parquet, the columnar table of the sweep. A row is used only while its record file
 still has the size and mtime the row was made from; anything else is read from the record file: a record written
 by a job killed before it appended, rewritten or deleted since, or in a fragment torn mid-line. So a lost or broken
 fragment costs time, never a wrong table. docs/explanation/store.md says why this layout (and not one Parquet or
@@ -19,6 +20,7 @@ import functools
 import os
 import secrets
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,9 @@ from jobs import files
 
 DIR = "store"                  # in the sweep directory
 TABLE = "rows.parquet"         # the compacted rows (analysis.aggregate writes it)
+FRAGMENTS = "fragments"        # in DIR: the writers' fragments
 PREFIX, SUFFIX = "rows-", ".jsonl"   # a writer process's fragment
-CLAIMED = ".claimed-"          # a fragment being compacted (renamed so that its writer starts a new one)
+CLAIMED = ".claimed-"          # in DIR: a folder of fragments being compacted (renamed: writers start a new one)
 STAT_KEYS = ("_point", "_size", "_mtime_ns")   # which record file (point id) and which version of it (stat)
 
 STATS = ("p10", "p90", "p99", "n")
@@ -85,53 +88,63 @@ def append(sweep_dir: Path | str, rec: dict[str, Any], size: int, mtime_ns: int)
     import orjson
 
     line = orjson.dumps({**flatten(rec), "_point": rec["point_id"], "_size": size, "_mtime_ns": mtime_ns}) + b"\n"
-    folder = os.path.join(sweep_dir, DIR)
-    if not os.path.isdir(folder):
-        files.mkdirs(folder)
-    # Opened by name at every append: a fragment claimed (renamed) by an aggregate meanwhile is started anew.
-    path = os.path.join(folder, _fragment())
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, files.mode_in(folder))
+    folder = os.path.join(sweep_dir, DIR, FRAGMENTS)
+    # Opened by name at every append: when an aggregate has claimed the folder meanwhile, a new one is made.
+    for attempt in range(3):
+        try:
+            fd = os.open(os.path.join(folder, _fragment()), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                         files.mode_in(folder))
+            break
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+            files.mkdirs(folder)
     try:
         done = os.write(fd, line)
     finally:
         os.close(fd)
     if done != len(line):   # a short write (disk full): the torn line is the fragment's last; go on in a new one
         _writer = None
-        raise OSError(f"short write to {path} ({done} of {len(line)} bytes)")
+        raise OSError(f"short write to {folder} ({done} of {len(line)} bytes)")
 
 
-def fragments(sweep_dir: Path | str, claimed: bool = True) -> list[str]:
-    """The paths of the sweep's fragments (with `claimed`, also those an aggregate claimed and did not remove:
-    it may have died), sorted."""
-    folder = os.path.join(sweep_dir, DIR)
+def _files(folder: str) -> list[str]:
     try:
         names = os.listdir(folder)
     except OSError:
         return []
-    return sorted(os.path.join(folder, n) for n in names if n.endswith(SUFFIX)
-                  and (n.startswith(PREFIX) or (claimed and n.startswith(CLAIMED))))
+    return sorted(os.path.join(folder, n) for n in names if n.startswith(PREFIX) and n.endswith(SUFFIX))
 
 
-def claim(sweep_dir: Path | str) -> tuple[list[str], bool]:
-    """(the sweep's fragments renamed for compaction, plus leftovers of earlier claims; whether renaming worked):
-    a fragment renamed here is not appended to again (its writer opens a new one by name). Where the sweep is not
-    writable, the fragments are returned where they are, to be read only."""
-    out, ok = [], True
-    for path in fragments(sweep_dir):
-        folder, name = os.path.split(path)
-        if name.startswith(CLAIMED):
-            out.append(path)
-            continue
-        to = os.path.join(folder, f"{CLAIMED}{secrets.token_hex(4)}-{name}")
-        try:
-            os.rename(path, to)
-            out.append(to)
-        except FileNotFoundError:   # claimed by another aggregate meanwhile: its rows reach the table through it
-            continue
-        except OSError:
-            ok = False
-            out.append(path)
-    return out, ok
+def _claimed(sweep_dir: Path | str) -> list[str]:
+    """Folders of fragments claimed by aggregates (in progress, or left by one that died)."""
+    folder = os.path.join(sweep_dir, DIR)
+    try:
+        return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.startswith(CLAIMED))
+    except OSError:
+        return []
+
+
+def fragments(sweep_dir: Path | str) -> list[str]:
+    """The paths of the sweep's fragments, claimed or not (for reading only)."""
+    return [f for d in (*_claimed(sweep_dir), os.path.join(sweep_dir, DIR, FRAGMENTS)) for f in _files(d)]
+
+
+def claim(sweep_dir: Path | str) -> tuple[list[str], list[str]]:
+    """(the sweep's fragments to compact, the folders to remove once their rows are in the table): the folder of
+    fragments is renamed in one step, so that writers start a new one; folders claimed earlier by an aggregate that
+    died are taken too. Where the sweep is not writable, the fragments are returned where they are, to be read only
+    (no folder to remove)."""
+    folder = os.path.join(sweep_dir, DIR, FRAGMENTS)
+    to = os.path.join(sweep_dir, DIR, f"{CLAIMED}{secrets.token_hex(6)}")
+    try:
+        os.rename(folder, to)
+    except FileNotFoundError:   # no fragment since the last compaction
+        pass
+    except OSError:   # read only
+        return fragments(sweep_dir), []
+    dirs = _claimed(sweep_dir)
+    return [f for d in dirs for f in _files(d)], dirs
 
 
 def read_fragment(path: str) -> list[dict[str, Any]]:
@@ -154,13 +167,17 @@ def read_fragment(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def release(paths: list[str]) -> None:
-    """Remove compacted fragments (their rows are in the table now)."""
-    for path in paths:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+def release(dirs: list[str]) -> threading.Thread | None:
+    """Remove claimed folders whose rows are in the table now, on a thread (unlinking 100,000 one-point fragments
+    takes seconds; the system calls let the GIL go): join it before the process ends."""
+    if not dirs:
+        return None
+    import shutil
+
+    thread = threading.Thread(target=lambda: [shutil.rmtree(d, ignore_errors=True) for d in dirs],
+                              name="accelsweep-store-release")
+    thread.start()
+    return thread
 
 
 def columns(sweep_dir: Path | str, stats: dict[str, tuple[int, int]], names: list[str]) -> dict[str, tuple]:

@@ -5,6 +5,8 @@ import itertools
 import multiprocessing
 import os
 import shutil
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -89,6 +91,22 @@ def test_store_table_is_the_table_of_every_record(tmp_path, reads):
     assert reads == [] and len(first) == 40 and first["only_some"].notna().sum() == 8
 
 
+def test_aggregates_while_writers_write(tmp_path):
+    """Aggregates claim and compact the fragments while four processes write (the same points, twice, in an order of
+    their own): then the table is the table of every record, and every row is in the store."""
+    sweep = tmp_path / "s"
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(4, mp_context=ctx) as pool:
+        jobs = pool.map(_in_child, [str(sweep)] * 4, [list(range(k, 40, 4)) * 2 for k in range(4)])
+        for _ in range(3):
+            time.sleep(0.05)
+            if (sweep / "points").is_dir():
+                agg.aggregate([sweep])
+        list(jobs)
+    _same(agg.aggregate([sweep]), _every_record(sweep))
+    assert (sweep / store.DIR / store.TABLE).is_file() and not store.fragments(sweep)
+
+
 def test_rewritten_deleted_torn_and_foreign_records(tmp_path, reads):
     sweep = tmp_path / "s"
     _write(sweep, range(30))
@@ -125,11 +143,14 @@ def test_rewritten_deleted_torn_and_foreign_records(tmp_path, reads):
 def test_a_claimed_fragment_left_by_a_killed_aggregate_is_read(tmp_path, reads):
     sweep = tmp_path / "s"
     _write(sweep, range(6))
-    claimed, movable = store.claim(sweep)   # an aggregate that died after claiming
-    assert movable and len(claimed) == 1 and Path(claimed[0]).name.startswith(store.CLAIMED)
+    fragments, claimed = store.claim(sweep)   # an aggregate that died after claiming
+    assert len(fragments) == 1 and len(claimed) == 1 and Path(claimed[0]).name.startswith(store.CLAIMED)
     _write(sweep, range(6, 9))   # the writer goes on in a new fragment
     assert len(store.fragments(sweep)) == 2
     table = agg.aggregate([sweep])
+    for thread in threading.enumerate():   # the compacted fragments' removal
+        if thread.name == "accelsweep-store-release":
+            thread.join()
     assert reads == [] and not store.fragments(sweep)
     _same(table, _every_record(sweep))
 
@@ -173,7 +194,7 @@ def test_status_reads_the_store_not_the_records(tmp_path, monkeypatch):
 def test_a_store_that_cannot_be_written_costs_nothing_but_time(tmp_path, capsys):
     sweep = tmp_path / "s"
     (sweep / store.DIR).mkdir(parents=True)
-    (sweep / store.DIR / store._fragment()).mkdir()   # this process's fragment cannot be opened
+    (sweep / store.DIR / store.FRAGMENTS / store._fragment()).mkdir(parents=True)   # this process's fragment cannot be opened
     _write(sweep, range(3))
     assert "not added to the results store" in capsys.readouterr().err
     _same(agg.aggregate([sweep]), _every_record(sweep))
