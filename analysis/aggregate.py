@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
+import json
 import multiprocessing
 import os
 import sys
@@ -90,8 +91,7 @@ def aggregate(paths: Iterable[Path], stats: dict[Path, dict[str, tuple[int, int]
                             invalid, compacted))
     if singles:
         tables.append(_rows(None, _stat(singles), invalid, compacted))
-    # the compacted fragments are removed on a thread while the table is made (the process waits for it at exit)
-    store.release(compacted)
+    store.remove(compacted)
     tables = [t for t in tables if t.num_rows]
     rows = _canonical(pa.concat_tables(tables, promote_options="permissive")) if tables else None
     return table_from_rows(rows, invalid)
@@ -118,8 +118,9 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     key = _point if sweep is not None else str   # a sweep's rows are its points'; files given one by one: their paths
     now = {key(path): path for path in stat}
     pieces, have, changed = [], set(), False
-    fragments, claimed = store.claim(sweep) if sweep is not None else ([], [])
     cached = _read_cache(sweep / CACHE) if sweep is not None else None
+    done = set(json.loads((cached.schema.metadata or {}).get(store.COMPACTED, b"[]"))) if cached is not None else set()
+    fragments, claimed, left = store.claim(sweep, done) if sweep is not None else ([], [], [])
     if cached is not None:
         # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made it
         keys = cached.select(list(store.STAT_KEYS)).to_pydict()
@@ -154,8 +155,8 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     pieces = [t for t in pieces if t.num_rows]
     table = (pa.concat_tables(pieces, promote_options="permissive") if len(pieces) > 1 else pieces[0]) if pieces \
         else _empty()
-    if sweep is not None and (changed or appended or todo or claimed or not (sweep / CACHE).is_file()):
-        _write_cache(sweep, table, claimed, compacted)
+    if sweep is not None and (changed or appended or todo or claimed or left or not (sweep / CACHE).is_file()):
+        _write_cache(sweep, table, claimed + left, compacted)
     paths = pa.array([now[pid] for pid in table["_point"].to_pylist()], pa.string())
     table = table.append_column("_path", paths)
     order = pc.sort_indices(paths)   # path order whatever the source: it decides ties later
@@ -188,8 +189,10 @@ def _empty() -> pa.Table:
 
 
 def _write_cache(sweep: Path, table: pa.Table, claimed: list[str], compacted: list[str]) -> None:
-    """The sweep's store table, whole or not at all; then the folders of fragments compacted into it may go (added
-    to `compacted`)."""
+    """The sweep's store table, whole or not at all, naming the folders of fragments compacted into it; then those
+    may go (added to `compacted`)."""
+    names = sorted(os.path.basename(d) for d in claimed)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), store.COMPACTED: json.dumps(names)})
     try:
         with files.atomic(sweep / CACHE) as tmp:
             pq.write_table(table, tmp, compression="zstd")

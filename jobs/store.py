@@ -17,10 +17,10 @@ Arrow file per write, nor DuckDB).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import secrets
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -116,25 +116,42 @@ def _files(folder: str) -> list[str]:
     return sorted(os.path.join(folder, n) for n in names if n.startswith(PREFIX) and n.endswith(SUFFIX))
 
 
-def _claimed(sweep_dir: Path | str) -> list[str]:
-    """Folders of fragments claimed by aggregates (in progress, or left by one that died)."""
+def _claimed(sweep_dir: Path | str, skip: set[str] = frozenset()) -> list[str]:
+    """Folders of fragments claimed by aggregates (in progress, or left by one that died), but those in `skip`."""
     folder = os.path.join(sweep_dir, DIR)
     try:
-        return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.startswith(CLAIMED))
+        return sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.startswith(CLAIMED) and n not in skip)
     except OSError:
         return []
 
 
+COMPACTED = b"accelsweep.compacted"   # the table's metadata: the claimed folders whose rows it holds (JSON list)
+
+
+def compacted(sweep_dir: Path | str) -> set[str]:
+    """The claimed folders (names) whose rows are in the sweep's table: not to be read again (an aggregate removes
+    them, in the background)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(os.path.join(sweep_dir, DIR, TABLE)).metadata or {}
+        return set(json.loads(meta.get(COMPACTED, b"[]")))
+    except (OSError, ValueError, pa.ArrowException):
+        return set()
+
+
 def fragments(sweep_dir: Path | str) -> list[str]:
-    """The paths of the sweep's fragments, claimed or not (for reading only)."""
-    return [f for d in (*_claimed(sweep_dir), os.path.join(sweep_dir, DIR, FRAGMENTS)) for f in _files(d)]
+    """The paths of the sweep's fragments whose rows are not in its table yet, claimed or not (for reading only)."""
+    return [f for d in (*_claimed(sweep_dir, compacted(sweep_dir)), os.path.join(sweep_dir, DIR, FRAGMENTS))
+            for f in _files(d)]
 
 
-def claim(sweep_dir: Path | str) -> tuple[list[str], list[str]]:
-    """(the sweep's fragments to compact, the folders to remove once their rows are in the table): the folder of
-    fragments is renamed in one step, so that writers start a new one; folders claimed earlier by an aggregate that
-    died are taken too. Where the sweep is not writable, the fragments are returned where they are, to be read only
-    (no folder to remove)."""
+def claim(sweep_dir: Path | str, done: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """(the sweep's fragments to compact, the claimed folders they are in, the folders `done` (compacted earlier)
+    still there): the folder of fragments is renamed in one step, so that writers start a new one; folders claimed
+    earlier by an aggregate that died before compacting them are taken too. Where the sweep is not writable, the
+    fragments are returned where they are, to be read only (and no folder)."""
     folder = os.path.join(sweep_dir, DIR, FRAGMENTS)
     to = os.path.join(sweep_dir, DIR, f"{CLAIMED}{secrets.token_hex(6)}")
     try:
@@ -142,9 +159,10 @@ def claim(sweep_dir: Path | str) -> tuple[list[str], list[str]]:
     except FileNotFoundError:   # no fragment since the last compaction
         pass
     except OSError:   # read only
-        return fragments(sweep_dir), []
-    dirs = _claimed(sweep_dir)
-    return [f for d in dirs for f in _files(d)], dirs
+        return fragments(sweep_dir), [], []
+    dirs = _claimed(sweep_dir, done)
+    left = [d for d in _claimed(sweep_dir) if os.path.basename(d) in done]
+    return [f for d in dirs for f in _files(d)], dirs, left
 
 
 def read_fragment(path: str) -> list[dict[str, Any]]:
@@ -167,17 +185,15 @@ def read_fragment(path: str) -> list[dict[str, Any]]:
     return rows
 
 
-def release(dirs: list[str]) -> threading.Thread | None:
-    """Remove claimed folders whose rows are in the table now, on a thread (unlinking 100,000 one-point fragments
-    takes seconds; the system calls let the GIL go): join it before the process ends."""
-    if not dirs:
-        return None
-    import shutil
+def remove(dirs: list[str]) -> None:
+    """Remove compacted folders in a process of their own that outlives this one: unlinking 100,000 one-point
+    fragments took minutes on the development machine's disk once their data was written out (the table already
+    says they are compacted, so nothing reads them meanwhile; one left behind is removed by the next aggregate)."""
+    if dirs:
+        import subprocess
 
-    thread = threading.Thread(target=lambda: [shutil.rmtree(d, ignore_errors=True) for d in dirs],
-                              name="accelsweep-store-release")
-    thread.start()
-    return thread
+        subprocess.Popen(["rm", "-rf", "--", *dirs], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def columns(sweep_dir: Path | str, stats: dict[str, tuple[int, int]], names: list[str]) -> dict[str, tuple]:

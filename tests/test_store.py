@@ -5,7 +5,6 @@ import itertools
 import multiprocessing
 import os
 import shutil
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -140,17 +139,35 @@ def test_rewritten_deleted_torn_and_foreign_records(tmp_path, reads):
     assert len(reads) == 29
 
 
+def test_compacted_fragments_are_not_read_again_and_go(tmp_path, monkeypatch):
+    sweep = tmp_path / "s"
+    _write(sweep, range(6))
+    monkeypatch.setattr(store, "remove", lambda dirs: None)   # their removal killed (a Slurm job's end)
+    table = agg.aggregate([sweep])
+    (left,) = store._claimed(sweep)
+    assert store.compacted(sweep) == {Path(left).name} and store.fragments(sweep) == []
+    monkeypatch.undo()
+    opened = []
+    real = store.read_fragment
+    monkeypatch.setattr(store, "read_fragment", lambda f: (opened.append(f), real(f))[1])
+    _write(sweep, range(6, 8))
+    _same(agg.aggregate([sweep]), _every_record(sweep))
+    assert len(opened) == 1 and Path(opened[0]).parent.name != Path(left).name   # the new fragment, not the old
+    for _ in range(100):   # removed in the background
+        if not store._claimed(sweep):
+            break
+        time.sleep(0.05)
+    assert store._claimed(sweep) == [] and len(table) == 6
+
+
 def test_a_claimed_fragment_left_by_a_killed_aggregate_is_read(tmp_path, reads):
     sweep = tmp_path / "s"
     _write(sweep, range(6))
-    fragments, claimed = store.claim(sweep)   # an aggregate that died after claiming
+    fragments, claimed, _ = store.claim(sweep, set())   # an aggregate that died after claiming
     assert len(fragments) == 1 and len(claimed) == 1 and Path(claimed[0]).name.startswith(store.CLAIMED)
     _write(sweep, range(6, 9))   # the writer goes on in a new fragment
     assert len(store.fragments(sweep)) == 2
     table = agg.aggregate([sweep])
-    for thread in threading.enumerate():   # the compacted fragments' removal
-        if thread.name == "accelsweep-store-release":
-            thread.join()
     assert reads == [] and not store.fragments(sweep)
     _same(table, _every_record(sweep))
 
