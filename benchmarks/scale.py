@@ -12,7 +12,9 @@ a manifest; then each stage runs in its own Python process:
   finish       jobs.finish.finish(SWEEP): what a local sweep runs after its points (aggregate, table, report)
   no-op resume the same a second time with no record changed (what a local resume with nothing to run does after
                planning; planning itself is not part of it, the synthetic grid is not a Hydra one)
-  status       python -m jobs.status SWEEP
+  status       python -m jobs.status SWEEP (the first after the manifest was written: it makes the manifest's
+               brief copy in the store)
+  status again the same: what each later status costs while the manifest is unchanged
   aggregate, no store  the store removed first: every record file read, checked and flattened (as before the store)
 Then, once, `many sweeps`: python -m analysis.aggregate over every sweep written (one table of all their rows,
 each sweep's from its store).
@@ -45,7 +47,8 @@ STAGES = {
     "report": ["-m", "report.build", "{sweep}", "--out", "{sweep}/site"],
     "finish": FINISH,
     "no-op resume": FINISH,
-    "status": ["-m", "jobs.status", "{sweep}"],
+    "status": ["-m", "jobs.status", "{sweep}"],   # the first after the manifest was written: makes its brief copy
+    "status again": ["-m", "jobs.status", "{sweep}"],
     "aggregate, no store": ["-m", "analysis.aggregate", "{sweep}"],   # after removing SWEEP/store
 }
 MANY = "many sweeps"
@@ -148,10 +151,12 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             write_sweep(sweep, n, args.points_per_writer, args.writers)
             print(f"N={n:>7,}: wrote {n:,} records in {time.perf_counter() - t0:.1f} s "
-                  f"({len(list((sweep / 'store').glob('rows-*')))} store fragments)", flush=True)
+                  f"({len(list((sweep / 'store' / 'fragments').glob('rows-*')))} store fragments)", flush=True)
             for stage, cmd in STAGES.items():
-                if stage == "aggregate, no store":
-                    shutil.rmtree(sweep / "store")
+                if stage == "aggregate, no store":   # renamed first: a detached rm may still be removing a folder in it
+                    gone = sweep / f"store-gone-{time.time_ns()}"
+                    (sweep / "store").rename(gone)
+                    shutil.rmtree(gone, ignore_errors=True)
                 results[stage][n] = run_stage(cmd, sweep)
                 wall, mb = results[stage][n]
                 print(f"  {stage:<20} {wall:8.2f} s  {mb:8.0f} MB", flush=True)
