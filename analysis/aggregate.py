@@ -136,7 +136,9 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     appended = 0
     _MATCH = (now, stat, have)   # for _fragment_rows, here or in forked workers
     try:
-        for rows in _pool_map(_fragment_rows, [fragments[i:i + BATCH] for i in range(0, len(fragments), BATCH)]):
+        # at most BATCH fragments a chunk, and a few chunks per core (a fragment may hold thousands of rows)
+        size = max(1, min(BATCH, -(-len(fragments) // (4 * _cores()))))
+        for rows in _pool_map(_fragment_rows, [fragments[i:i + size] for i in range(0, len(fragments), size)]):
             if rows is None:
                 continue
             new = [pid not in have for pid in rows["_point"].to_pylist()]   # a point in two chunks: the first
@@ -203,11 +205,15 @@ def _write_cache(sweep: Path, table: pa.Table, claimed: list[str], compacted: li
     (sweep / OLD_CACHE).unlink(missing_ok=True)
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
 def _pool_map(fn, chunks: list) -> Iterable:
     """fn of each chunk, in order: in a pool of one process per core when there are many chunks (reading,
     checking and flattening a record is Python work of a few tenths of a millisecond: 100,000 of them take one
     core tens of seconds), else here."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    cores = _cores()
     # Forked workers start at once with what is imported; only from a single-threaded process (fork copies other
     # threads' locks held) and on Linux (macOS's libraries are not fork-safe). spawn would re-run the caller's
     # __main__ script in each worker.
