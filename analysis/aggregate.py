@@ -322,15 +322,41 @@ def table_from_records(recs: Iterable[dict[str, Any]], invalid: Iterable[dict[st
 def table_from_rows(rows: pa.Table | None, invalid: list[dict[str, Any]] = ()) -> pd.DataFrame:
     """Flattened rows (and rows standing for invalid files) -> the table, one row per point, with the derived
     columns."""
+    if rows is not None and rows.num_rows and not invalid:
+        return add_derived(_kept_in_order(rows))
+    return add_derived(_kept_in_order_pandas(rows, invalid))
+
+
+def _sort_columns(columns) -> list[str]:
+    order = dict.fromkeys([*ORDER, *declared(workloads.metric_sets(), "order")])
+    return [c for c in order if c in columns]
+
+
+def _kept_in_order_pandas(rows: pa.Table | None, invalid: list[dict[str, Any]]) -> pd.DataFrame:
     frames = [rows.to_pandas()] if rows is not None and rows.num_rows else []
     if invalid:
         frames.append(pd.DataFrame(list(invalid)))
     if not frames:
         return pd.DataFrame(columns=["point_id", "sweep", "status"])
     table = one_row_per_point(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-    order = dict.fromkeys([*ORDER, *declared(workloads.metric_sets(), "order")])
-    table = table.sort_values([c for c in order if c in table]).reset_index(drop=True)
-    return add_derived(table)
+    return table.sort_values(_sort_columns(table)).reset_index(drop=True)
+
+
+def _kept_in_order(rows: pa.Table) -> pd.DataFrame:
+    """What _kept_in_order_pandas gives (one row per point, sorted), with the rows chosen and ordered on the few
+    columns that decide it and the whole table reordered once, in arrow (the pandas way reorders it twice: 1.4 s
+    at 100,000 rows)."""
+    keys = rows.select([c for c in ("point_id", "status", "finish_time") if c in rows.column_names]).to_pandas()
+    kept = one_row_per_point(keys).index.to_numpy()
+    by = _sort_columns(rows.column_names)
+    order = rows.select(by).take(kept).to_pandas().sort_values(by).index.to_numpy() if by else np.arange(len(kept))
+    out = rows.take(kept[order]).to_pandas()
+    if len(kept) < rows.num_rows:   # a column's pandas type follows its nulls in the rows dropped too
+        for name in out.columns:
+            kind = out[name].dtype.kind
+            if kind in "biu" and rows.column(name).null_count:
+                out[name] = out[name].astype(float if kind in "iu" else object)
+    return out
 
 
 def write_table(table: pd.DataFrame, out_dir: Path, csv: bool = True) -> tuple[Path, ...]:

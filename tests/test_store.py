@@ -215,3 +215,35 @@ def test_a_store_that_cannot_be_written_costs_nothing_but_time(tmp_path, capsys)
     _write(sweep, range(3))
     assert "not added to the results store" in capsys.readouterr().err
     _same(agg.aggregate([sweep]), _every_record(sweep))
+
+
+def test_rows_chosen_and_ordered_in_arrow_as_in_pandas():
+    """table_from_rows reorders the arrow table once (no invalid rows): the same frame as the pandas way, with
+    points measured twice (ok beats failed, then the newest) and columns whose nulls are all in dropped rows."""
+    import numpy as np
+    import pyarrow as pa
+
+    g = np.random.default_rng(1)
+    rows = []
+    for k in range(120):
+        i = int(g.integers(25))
+        row = store.flatten(_rec(i, failed=bool(g.integers(2)), start=f"2025-0{1 + k % 9}-01T00:00:00Z"))
+        row["finish_time"] = f"2025-0{1 + k % 9}-0{1 + k % 7}T00:00:00Z" if k % 13 else None
+        row["int_or_null"] = None if k % 17 == 0 else k
+        row["bool_or_null"] = None if k % 19 == 0 else bool(k % 2)
+        rows.append(row)
+    table = agg._arrow(rows)
+    fast = agg._kept_in_order(table)
+    slow = agg._kept_in_order_pandas(table, [])
+    assert len(fast) == 25 < table.num_rows
+    _same(fast, slow)
+    _same(agg.table_from_rows(table), agg.add_derived(slow))
+    one = agg._arrow(rows[:1])
+    _same(agg._kept_in_order(one), agg._kept_in_order_pandas(one, []))
+    dropped = store.flatten(_rec(0, failed=True))   # its nulls only in the row dropped (a failed one beside an ok)
+    pair = agg._arrow([{**dropped, "x": None, "flag": None},
+                       *({**store.flatten(_rec(i)), "x": i, "flag": i % 2 == 0} for i in range(4))])
+    fast, slow = agg._kept_in_order(pair), agg._kept_in_order_pandas(pair, [])
+    assert len(fast) == 4 and fast["x"].dtype == float and fast["flag"].dtype == object
+    _same(fast, slow)
+    assert isinstance(table, pa.Table)
