@@ -9,16 +9,16 @@ a point measured twice keeps its newest ok record.
 from __future__ import annotations
 
 import argparse
-import functools
 import gzip
 import json
 import multiprocessing
 import os
 import sys
 import threading
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
 import signal
 import sys
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
