@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jobs import cost, files
+from jobs import cost, files, store
 from jobs.metrics import PER_POINT, summarise
 
 SCHEMA_VERSION = 1
@@ -88,7 +88,8 @@ def supersedes(new: dict[str, Any], old: dict[str, Any] | None, *, observed: boo
 def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = False) -> bool:
     """Write a point's record unless the one there is a newer (or ok) measurement; True if written.
 
-    The check and the rename happen under a lock on the point's directory, so two writers cannot interleave."""
+    The check and the rename happen under a lock on the point's directory, so two writers cannot interleave. A record
+    written goes into the sweep's results store too (jobs.store), read back as aggregate reads it."""
     path = Path(path)
     try:
         files.mkdirs(path.parent)
@@ -100,9 +101,31 @@ def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = F
         if not supersedes(record, read_record(path), observed=observed):
             return False
         write_record(path, record)
-        return True
     finally:
         os.close(fd)   # drops the lock
+    to_store(path)
+    return True
+
+
+def to_store(path: Path | str) -> bool:
+    """Append the record file at `path` (points/<id>/record.json) to its sweep's results store, as read_point reads
+    it and with the size and mtime of the file those bytes came from (a newer record renamed over it meanwhile
+    keeps its own stat, so a row never stands for another version). A record that read_point refuses is not
+    appended; aggregate reads it and says why. False, with a warning, when the store could not be written: the
+    record stands, and aggregate reads it from its file."""
+    points = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    rec, _, stat = _read_point_stat(path)
+    if rec is None or os.path.basename(points) != "points":
+        return False
+    try:
+        store.append(os.path.dirname(points), rec, *stat)
+        return True
+    except (OSError, TypeError, ValueError) as exc:
+        import sys
+
+        print(f"warning: {path} not added to the results store ({exc}); aggregate reads it from the file",
+              file=sys.stderr)
+        return False
 
 
 def read_record(path: Path | str) -> dict[str, Any] | None:
@@ -121,15 +144,28 @@ def read_record(path: Path | str) -> dict[str, Any] | None:
 
 def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     """(record, None) if the file at `path` is a record that follows the schema, else (None, why not)."""
+    return _read_valid(path)[:2]
+
+
+def _read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None, tuple[int, int] | None]:
+    """read_valid's answer and the (size, mtime_ns) of the file read (None where it could not be read)."""
     import orjson
 
     try:
         with open(path, "rb") as fh:
-            data = orjson.loads(fh.read())
+            st = os.fstat(fh.fileno())
+            raw = fh.read()
     except OSError as exc:
-        return None, f"unreadable: {exc.strerror or exc}"
+        return None, f"unreadable: {exc.strerror or exc}", None
+    stat = (st.st_size, st.st_mtime_ns)
+    try:
+        data = orjson.loads(raw)
     except ValueError as exc:
-        return None, f"not JSON (truncated?): {exc}"
+        return None, f"not JSON (truncated?): {exc}", stat
+    return (*_valid(data), stat)
+
+
+def _valid(data: Any) -> tuple[dict[str, Any] | None, str | None]:
     if _fast_check().is_valid(data):
         return data, None
     import jsonschema  # imported only here: it says where and why
@@ -148,20 +184,25 @@ def read_point(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     follows the schema, its point_id is its folder's name (a record copied or moved into another point's folder
     is not that point's) and it lies inside its sweep directory (a symbolic link leading out is not read); else
     (None, why not). A file outside a points/ folder is only checked against the schema."""
+    return _read_point_stat(path)[:2]
+
+
+def _read_point_stat(path: Path | str) -> tuple[dict[str, Any] | None, str | None, tuple[int, int] | None]:
+    """read_point's answer and the (size, mtime_ns) of the file it read (None where it read none)."""
     path = str(path)
     folder = os.path.dirname(path)
     if os.path.basename(os.path.dirname(folder)) != "points":
-        return read_valid(path)
+        return _read_valid(path)
     sweep = os.path.dirname(os.path.dirname(folder))
     real = os.path.realpath(path)
     if not real.startswith(_real(sweep) + os.sep):
         return None, (f"leads out of its sweep directory (a link to {real}); records are read only from inside "
-                      "the sweep directory")
-    rec, why = read_valid(path)
+                      "the sweep directory"), None
+    rec, why, stat = _read_valid(path)
     if rec is not None and rec["point_id"] != os.path.basename(folder):
         return None, (f"its point_id {rec['point_id']!r} is not its folder's ({os.path.basename(folder)!r}): a "
-                      "record copied or moved from another point's folder")
-    return rec, why
+                      "record copied or moved from another point's folder"), stat
+    return rec, why, stat
 
 
 @functools.lru_cache(maxsize=64)

@@ -18,54 +18,60 @@ import json
 import os
 import signal
 import sys
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from jobs import records, schedulers
+from jobs import records, schedulers, store
 from jobs.manifest import NAME as MANIFEST_NAME
 from jobs.manifest import Manifest
 from jobs.point import failure_record
 from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
 INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
+_NONE: dict[str, Any] = {}   # no submission, no job state (read only)
 ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", INVALID,
          "not submitted", "unknown")
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
-                 jobs: dict[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
+                 jobs: dict[str, dict[str, str]] | None = None, seen: Future | None = None) -> list[dict[str, Any]]:
     """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail.
 
-    `jobs`: job states already queried (see job_states); by default they are queried here."""
+    `jobs`: job states already queried (see job_states); by default they are queried here. `seen`: a future of
+    stored(sweep_dir), started earlier."""
     manifest = manifest or Manifest.load(sweep_dir)
     latest = manifest.latest()
     if jobs is None:
         jobs = job_states(manifest)
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
-    read = {}
-    for pid, rec in _records(sweep_dir, manifest.data["points"]).items():
-        sub = latest.get(pid, {})
-        read[pid] = rec, rec is not None and sub.get("submitted") is not None and \
+    recs = _records(sweep_dir, manifest.data["points"], seen.result() if seen is not None else None)
+    fresh_of = {}
+    for pid, rec in recs.items():
+        sub = latest.get(pid, _NONE)
+        fresh_of[pid] = rec is not None and sub.get("submitted") is not None and \
             (rec["start_time"] or "") >= sub["submitted"]
     # An array task of several points (cluster.points_per_task) runs them in order: the first without a record
     # of this submission is the one running, those after it wait.
-    current = {task: next((p for p in pids if not read[p][1]), None) for task, pids in _task_points(manifest,
-                                                                                                   latest).items()}
+    current = {task: next((p for p in pids if not fresh_of[p]), None)
+               for task, pids in _task_points(manifest, latest).items()}
     rows = []
     for pid, point in manifest.data["points"].items():
-        sub = latest.get(pid, {})
-        rec, fresh = read[pid]
-        job = jobs.get(sub.get("task") or "", {})
-        if fresh or (rec is not None and not sub.get("task")):
+        sub = latest.get(pid, _NONE)
+        rec, fresh = recs[pid], fresh_of[pid]
+        task = sub.get("task")
+        job = jobs.get(task, _NONE) if task else _NONE
+        if fresh or (rec is not None and not task):
             state, detail = rec["status"], rec["message"] or ""
-        elif sub.get("task"):
+        elif task:
             state = job.get("state", "unknown")
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
             if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
                 detail = f"{job['native']}: {job['reason']}"
-            if state == "running" and current.get(sub["task"]) not in (None, pid):
-                state, detail = "pending", f"waits in array task {sub['task']} behind point {current[sub['task']]}"
+            if state == "running" and current.get(task) not in (None, pid):
+                state, detail = "pending", f"waits in array task {task} behind point {current[task]}"
             if state not in ("pending", "running") and rec is not None and rec["status"] == INVALID:
                 # the record the job left breaks the schema (it has no start time to be fresh by): as aggregate
                 # and resume judge it (records.read_point), not as the job's exit says
@@ -81,21 +87,27 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
             state, detail = "not submitted", f"its hardware is on cluster {other['cluster']}: {other['command']}"
         else:   # a local sweep of an earlier version, stopped before this point (it ran without job ids)
             state, detail = "not submitted", ""
-        rows.append({"point_id": pid, "state": state, "job": sub.get("task") or "-",
-                     "hardware": point["params"].get("hardware"), "cards": point["params"].get("cards"),
-                     "label": " ".join(point["overrides"]), "detail": detail[:160], "fresh_record": fresh,
-                     "submitted": sub.get("submitted"), "job_state": job, "kind": sub.get("kind"),
+        params = point["params"]
+        rows.append({"point_id": pid, "state": state, "job": task or "-", "hardware": params.get("hardware"),
+                     "cards": params.get("cards"), "label": " ".join(point["overrides"]), "detail": detail[:160],
+                     "fresh_record": fresh, "submitted": sub.get("submitted"),
+                     "job_state": job if job is not _NONE else {}, "kind": sub.get("kind"),
                      "group": sub.get("group") or "-"})
     return rows
 
 
-def _records(sweep_dir: Path, points: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
-    """Point id -> what status needs of its record (status, start_time, message), or None without one: from the
-    aggregate cache where the record file is unchanged since it was cached, else read from the file."""
-    from analysis.aggregate import cached_columns
-
+def stored(sweep_dir: Path) -> tuple[dict[str, tuple[int, int]], dict[str, tuple]]:
+    """(every record file's stat, what the results store holds of those unchanged: status, start time, message)."""
     stats = records.record_stats(sweep_dir)
-    cached = cached_columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+    return stats, store.columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+
+
+def _records(sweep_dir: Path, points: dict[str, Any],
+             seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> dict[str, dict[str, Any] | None]:
+    """Point id -> what status needs of its record (status, start_time, message), or None without one: from the
+    sweep's results store (jobs.store) where the record file is unchanged since its row was made, else read from
+    the file. `seen`: stored(sweep_dir) if the caller has it."""
+    stats, cached = seen or stored(sweep_dir)
     points_dir = os.path.join(sweep_dir, "points", "")
     out: dict[str, dict[str, Any] | None] = {}
     for pid in points:
@@ -247,10 +259,8 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 def counts(rows: list[dict[str, Any]]) -> dict[str, int]:
-    out = {s: 0 for s in ORDER}
-    for r in rows:
-        out[r["state"]] = out.get(r["state"], 0) + 1
-    return {s: n for s, n in out.items() if n}
+    found = Counter(r["state"] for r in rows)
+    return {**{s: found[s] for s in ORDER if found[s]}, **found}
 
 
 def summary_line(c: dict[str, int]) -> str:
@@ -263,9 +273,8 @@ PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", INVALID, "no
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     """Group (job name) -> counts per state."""
     out: dict[str, dict[str, int]] = {}
-    for r in rows:
-        g = out.setdefault(r["group"], {})
-        g[r["state"]] = g.get(r["state"], 0) + 1
+    for (group, state), n in Counter((r["group"], r["state"]) for r in rows).items():
+        out.setdefault(group, {})[state] = n
     return out
 
 
@@ -341,12 +350,17 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         print(f"(the sweep started last: {args.sweep_dir})")
-    manifest = Manifest.load_or_exit(args.sweep_dir)
-    if args.record:
-        written = record_ended(args.sweep_dir, manifest)
-        print(f"wrote {len(written)} record(s) for jobs that ended without one")
-    jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
-    rows = point_states(args.sweep_dir, manifest, jobs=jobs)
+    with ThreadPoolExecutor(1) as pool:
+        # the record files' stats (system calls, the GIL let go) and the store's columns (arrow) while the manifest
+        # is parsed; again after --record has written records
+        seen = pool.submit(stored, args.sweep_dir) if not args.record else None
+        manifest = Manifest.load_or_exit(args.sweep_dir, brief=not args.record)   # --record: every param
+        if args.record:
+            written = record_ended(args.sweep_dir, manifest)
+            print(f"wrote {len(written)} record(s) for jobs that ended without one")
+            seen = pool.submit(stored, args.sweep_dir)
+        jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
+        rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=seen)
     show(args.sweep_dir, rows, every=args.all)
     line, failed = report_summary(args.sweep_dir, manifest, jobs)
     if line:
