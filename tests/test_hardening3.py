@@ -1,0 +1,39 @@
+"""Bad input and faults, third probe (issue 29): each test is one row of the table in docs/explanation/faults.md."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import aggregate
+from jobs import plan, records
+from tests.test_hardening import _cli, _record
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def point(make_cfg, *overrides: str) -> plan.Point:
+    return plan.make_point(make_cfg(*overrides), list(overrides))
+
+
+# --------------------------------------------------------------------------- aggregate --out
+
+def test_aggregate_out_never_replaces_another_sweeps_table(tmp_path, capsys):
+    base, other = tmp_path / "runs" / "base", tmp_path / "runs" / "hwname"
+    records.write_record(records.record_path(base / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    records.write_record(records.record_path(other / "points", "bbbbbbbbbbbb"), _record("ok", pid="bbbbbbbbbbbb"))
+    assert aggregate.main([str(other)]) == 0
+    before = (other / "results.parquet").read_bytes()
+    for out, why in [(other, "is another sweep's directory"), (other / "points", "inside a sweep's points/"),
+                     (other / "points" / "bbbbbbbbbbbb", "inside a sweep's points/")]:
+        rc, err = _cli(capsys, aggregate.main, str(base), "--out", str(out))
+        assert rc == 2 and why in err, err
+    rc, err = _cli(capsys, aggregate.main, str(base), str(other), "--out", str(other))
+    assert rc == 2 and "is another sweep's directory" in err
+    assert (other / "results.parquet").read_bytes() == before
+    assert not (other / "points" / "results.parquet").exists() and not (base / "results.parquet").exists()
+    assert aggregate.main([str(base), "--out", str(base)]) == 0                  # the sweep itself
+    assert aggregate.main([str(base), "--out", str(tmp_path / "tables")]) == 0  # a directory of its own
