@@ -37,3 +37,17 @@ def test_aggregate_out_never_replaces_another_sweeps_table(tmp_path, capsys):
     assert not (other / "points" / "results.parquet").exists() and not (base / "results.parquet").exists()
     assert aggregate.main([str(base), "--out", str(base)]) == 0                  # the sweep itself
     assert aggregate.main([str(base), "--out", str(tmp_path / "tables")]) == 0  # a directory of its own
+
+
+# --------------------------------------------------------------------------- hardware.name
+
+def test_hardware_name_that_renames_another_file_is_refused(make_cfg):
+    (why,) = point(make_cfg, "hardware=cpu", "hardware.name=h100").problems
+    assert why.startswith("hardware.name=h100 renames the chosen hardware file (device cpu, vendor generic): its "
+                          "numbers would be recorded as h100's; hardware.name must be the chosen file's name") and \
+        "device_override=cpu" in why and "h100" in why.split("known: ")[1], why
+    (why,) = point(make_cfg, "hardware.name=mybox").problems
+    assert why.startswith("hardware.name=mybox renames the chosen hardware file"), why
+    assert point(make_cfg, "hardware=cpu", "hardware.name=cpu").problems == []   # its own name
+    stand_in = point(make_cfg, "hardware=h100", "device_override=cpu")
+    assert stand_in.problems == [] and stand_in.params["hardware"] == "h100"
