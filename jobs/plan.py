@@ -277,8 +277,14 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         notes = []
     try:
         wl = workloads.get(cfg["workload"]["name"])
-        problems += wl.check(cfg)
-        params.update(wl.params(cfg))
+        checked = wl.check(cfg)
+        problems += checked
+        try:
+            params.update(wl.params(cfg))
+        except ValueError:
+            if not checked:
+                raise
+            # the check said why (e.g. a U-Net given to a language workload): no second word on it
         cfg = wl.resolve(cfg)   # what travels to the node names the engine auto picked
     except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))

@@ -51,3 +51,20 @@ def test_hardware_name_that_renames_another_file_is_refused(make_cfg):
     assert point(make_cfg, "hardware=cpu", "hardware.name=cpu").problems == []   # its own name
     stand_in = point(make_cfg, "hardware=h100", "device_override=cpu")
     assert stand_in.problems == [] and stand_in.params["hardware"] == "h100"
+
+
+# --------------------------------------------------------------------------- a model of the wrong kind
+
+@pytest.mark.parametrize("workload", ["inference", "serving", "finetune", "quantize"])
+def test_language_workload_refuses_a_unet(make_cfg, workload):
+    (why,) = point(make_cfg, f"workload={workload}", "model=tiny-sr3").problems
+    assert why.startswith(f"workload={workload} runs language models: model=tiny-sr3 (family sr3, model_type "
+                          "sr3-unet) is a diffusion U-Net for workload=superres; use a language model, e.g. "), why
+    assert "tiny-llama" in why and "tiny-sr3," not in why
+
+
+def test_model_math_names_what_a_config_lacks():
+    from jobs import model_math
+
+    with pytest.raises(ValueError, match="model_type sr3-unet.*has no hidden_size, num_hidden_layers"):
+        model_math.dims({"model_type": "sr3-unet", "block_out_channels": [16, 32]})
