@@ -68,3 +68,19 @@ def test_model_math_names_what_a_config_lacks():
 
     with pytest.raises(ValueError, match="model_type sr3-unet.*has no hidden_size, num_hidden_layers"):
         model_math.dims({"model_type": "sr3-unet", "block_out_channels": [16, 32]})
+
+
+# --------------------------------------------------------------------------- serving dataset beyond the model
+
+def test_dataset_token_ids_and_lengths_beyond_the_model_are_refused(make_cfg, tmp_path):
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt_token_ids": [1, 2]}\n{"prompt_token_ids": [99999999, 5]}\n')
+    (why,) = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
+    assert why == (f"workload.dataset={data}, line 2: prompt_token_ids holds 99999999, but model tiny-llama's "
+                   "vocab_size is 32000 (ids 0 to 31999)"), why
+    data.write_text(json.dumps({"prompt_token_ids": [7] * 5000, "output_tokens": 8}) + "\n")
+    (why,) = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
+    assert why == (f"workload.dataset={data}, line 1: a prompt of 5000 tokens + 8 output tokens = 5008 exceeds model "
+                   "tiny-llama's max_position_embeddings=4096"), why
+    data.write_text(json.dumps({"prompt_token_ids": [31999] * 4000, "output_tokens": 96}) + "\n")
+    assert point(make_cfg, "workload=serving", f"workload.dataset={data}").problems == []   # exactly at the limits

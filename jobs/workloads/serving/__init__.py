@@ -61,7 +61,8 @@ def check(cfg: dict[str, Any]) -> list[str]:
                         f"(got mode={wl['mode']})")
     if wl["dataset"] is not None:
         try:
-            lines = datasets.read(wl["dataset"], default_output=out or 1, limit=PLAN_LINES)
+            lines = datasets.read(wl["dataset"], default_output=out or 1, limit=PLAN_LINES,
+                                  model=None if wl["endpoint"] else cfg["model"])
         except (OSError, ValueError) as exc:
             problems.append(f"workload.dataset: {exc}" if isinstance(exc, OSError) else str(exc))
         else:
