@@ -140,3 +140,22 @@ def test_report_compares_a_users_preset_too(tmp_path, monkeypatch):
     monkeypatch.setattr(studies, "published", lambda name: None)
     studies.comparisons(pd.DataFrame({"point_id": ["a"]}))
     assert ("pearc26-sr3", ["images_per_s"]) in seen
+
+
+# --------------------------------------------------------------------------- a parquet that is not a results table
+
+def test_parquet_that_is_not_a_results_table_is_refused(tmp_path, capsys):
+    from report.build import main as build_main
+
+    other = tmp_path / "other" / "results.parquet"
+    other.parent.mkdir()
+    pd.DataFrame({"x": [1, 2]}).to_parquet(other)
+    rc, err = _cli(capsys, build_main, str(other), "--out", str(tmp_path / "site"))
+    assert rc == 2 and f"{other} is not a results table (no point_id/status columns; it has x); give the " \
+        "results.parquet that python -m analysis.aggregate writes" in err, err
+    sweep_dir = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    aggregate.main([str(sweep_dir)])
+    rc, err = _cli(capsys, build_main, str(sweep_dir), "--baseline", str(other), "--out", str(tmp_path / "site"))
+    assert rc == 2 and "is not a results table (no point_id/status columns" in err, err
+    assert not (tmp_path / "site").exists()
