@@ -159,3 +159,25 @@ def test_parquet_that_is_not_a_results_table_is_refused(tmp_path, capsys):
     rc, err = _cli(capsys, build_main, str(sweep_dir), "--baseline", str(other), "--out", str(tmp_path / "site"))
     assert rc == 2 and "is not a results table (no point_id/status columns" in err, err
     assert not (tmp_path / "site").exists()
+
+
+# --------------------------------------------------------------------------- cluster init --out
+
+def test_cluster_init_out_elsewhere_does_not_make_it_the_default(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from jobs import cluster, conf
+
+    user = tmp_path / "config"
+    monkeypatch.setenv(conf.ENV_DIR, str(user))
+    monkeypatch.delenv(cluster.ENV_NAME, raising=False)
+    monkeypatch.setattr(cluster.schedulers, "get", lambda kind: SimpleNamespace(describe_site=lambda n: f"name: {n}\n"))
+    assert cluster.main(["init", "ok1", "--out", str(tmp_path / "x.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "x.yaml").read_text() == "name: ok1\n" and not (user / "defaults.yaml").exists()
+    assert f"wrote {tmp_path / 'x.yaml'}; not made the default site: cluster=ok1 is looked up as " \
+        f"{user / 'cluster' / 'ok1.yaml'}" in out, out
+    assert cluster.default_name()[0] is None
+    # --out naming the place it is looked up is the plain init
+    assert cluster.main(["init", "ok2", "--out", str(user / "cluster" / "ok2.yaml")]) == 0
+    assert cluster.default_name()[0] == "ok2"
