@@ -181,3 +181,18 @@ def test_cluster_init_out_elsewhere_does_not_make_it_the_default(tmp_path, monke
     # --out naming the place it is looked up is the plain init
     assert cluster.main(["init", "ok2", "--out", str(user / "cluster" / "ok2.yaml")]) == 0
     assert cluster.default_name()[0] == "ok2"
+
+
+# --------------------------------------------------------------------------- the command for another cluster
+
+def test_command_for_another_cluster_drops_this_clusters_settings(make_cfg):
+    from jobs.submit import elsewhere_commands
+
+    over = ["cluster=localslurm", "cluster.hardware=[cpu]", "hardware=h100", "hardware.slurm.cluster=gpu-site"]
+    p = point(make_cfg, *over)
+    assert p.elsewhere == "gpu-site" and not p.problems
+    (cmd,) = elsewhere_commands([p], ["jobs/sweep.py", "-m", "hardware=h100,cpu", "cluster=localslurm",
+                                      "cluster.hardware=[cpu]", "+cluster.account=proj", "cluster.max_nodes=2",
+                                      "cards=1", "workload.batch_size=1,2"]).values()
+    assert cmd["command"] == ("python -m jobs.sweep -m cards=1 workload.batch_size=1,2 hardware=h100 "
+                              "cluster=gpu-site sweep.name=default")
