@@ -225,3 +225,46 @@ def test_status_shows_a_point_a_cancelled_local_sweep_never_started_as_not_start
     assert rows[pts[1].point_id]["detail"] == ("the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before this "
                                                "point started; the same command runs it")
     assert status.counts(list(rows.values())) == {"cancelled": 1, "not started": 1}
+
+
+# --------------------------------------------------------------------------- two local sweeps on the same cores
+
+def test_a_second_local_sweep_on_the_same_cores_is_warned_and_recorded(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    from jobs import watchdog
+    from jobs.schedulers import local
+    from tests.test_hardening2 import _FakeJob, _local_points
+
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path))
+    other = subprocess.Popen(["sleep", "60"])   # the other sweep, alive
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        local.register(watchdog.identity(tmp_path / "runs" / "a", pid=other.pid), tmp_path / "runs" / "a", {0})
+        local.register(watchdog.identity(tmp_path / "runs" / "b", pid=gone.pid), tmp_path / "runs" / "b", {0})
+        (p,) = _local_points(["aaaaaaaaaaaa"])
+        p.params = {**p.params, "cpu_threads_per_rank": 1}
+        seen = []
+
+        class Executor:
+            def submit(self, fn, specs, sweep_dir_, owner, limit_s=None):
+                seen.append(os.environ.get(local.SHARED_ENV))
+                return _FakeJob(owner, Path(sweep_dir_), [s["point_id"] for s in specs], polls=3)
+
+        monkeypatch.setattr(local, "_executor", lambda *args: Executor())
+        monkeypatch.setattr(local, "_machine_cores", lambda: [0, 1])
+        sweep_dir = tmp_path / "runs" / "c"
+        sweep_dir.mkdir(parents=True)
+        assert local.run({"g": [p]}, sweep_dir, max_parallel=1) == {"aaaaaaaaaaaa": "ok"}
+    finally:
+        other.kill()
+        other.wait()
+    shared = f"{tmp_path / 'runs' / 'a'} (pid {other.pid}), cores 0"
+    out = capsys.readouterr().out
+    assert f"warning: another local sweep's workers run on CPU cores this one pins: {shared}; both sweeps' " \
+           "measurements are slowed (run one after the other)" in " ".join(out.split()), out
+    assert str(gone.pid) not in out
+    assert seen == [shared] and local.SHARED_ENV not in os.environ
+    assert sorted(f.name for f in local._registry().iterdir()) == sorted([f"{other.pid}.json", f"{gone.pid}.json"])
+    assert local.sharing(watchdog.identity(sweep_dir), {1}) == []   # other cores: nothing shared
