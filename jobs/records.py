@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
@@ -105,13 +106,31 @@ def write_point_record(path: Path, record: dict[str, Any], *, observed: bool = F
         os.close(fd)   # drops the lock
 
 
+KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def _read_bytes(path: Path | str) -> bytes:
+    """The bytes of a regular file; OSError for anything else (a FIFO or a device would block a reader forever),
+    judged on the file opened (without blocking), not on a name that could change in between."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in KINDS if test(mode)), "another kind of file")
+            raise OSError(f"not a regular file ({kind})")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
 def read_record(path: Path | str) -> dict[str, Any] | None:
     """The record at `path`, or None if it is missing, truncated or not a record."""
     import orjson
 
     try:
-        with open(path, "rb") as fh:
-            data = orjson.loads(fh.read())
+        data = orjson.loads(_read_bytes(path))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or "point_id" not in data or "status" not in data:
@@ -124,8 +143,7 @@ def read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
     import orjson
 
     try:
-        with open(path, "rb") as fh:
-            data = orjson.loads(fh.read())
+        data = orjson.loads(_read_bytes(path))
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}"
     except ValueError as exc:

@@ -268,3 +268,42 @@ def test_a_second_local_sweep_on_the_same_cores_is_warned_and_recorded(tmp_path,
     assert seen == [shared] and local.SHARED_ENV not in os.environ
     assert sorted(f.name for f in local._registry().iterdir()) == sorted([f"{other.pid}.json", f"{gone.pid}.json"])
     assert local.sharing(watchdog.identity(sweep_dir), {1}) == []   # other cores: nothing shared
+
+
+# --------------------------------------------------------------------------- a record that is not a regular file
+
+@pytest.fixture
+def _alarm():
+    """A reader that blocks fails the test instead of hanging the suite."""
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("a reader blocked on the record")
+
+    was = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, was)
+
+
+def test_record_that_is_a_fifo_is_invalid_not_a_hang(tmp_path, capsys, _alarm):
+    from jobs.records import read_point, read_record
+
+    sweep_dir = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    fifo = records.record_path(sweep_dir / "points", "bbbbbbbbbbbb")
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    assert read_point(fifo) == (None, "unreadable: not a regular file (a FIFO)")
+    assert read_record(fifo) is None and records.written_since(sweep_dir, "bbbbbbbbbbbb", "") is None
+    assert aggregate.main([str(sweep_dir)]) == 0
+    table = pd.read_parquet(sweep_dir / "results.parquet").set_index("point_id")
+    assert table.loc["bbbbbbbbbbbb", "status"] == "invalid" and table.loc["aaaaaaaaaaaa", "status"] == "ok"
+    assert "not a regular file (a FIFO)" in table.loc["bbbbbbbbbbbb", "error_message"]
+    from jobs import status
+
+    (aggregate_cache := sweep_dir / "results.parquet").unlink()   # status reads the file itself, not the cache
+    assert not aggregate_cache.exists()
+    got = status._records(sweep_dir, {"aaaaaaaaaaaa": {}, "bbbbbbbbbbbb": {}})
+    assert got["bbbbbbbbbbbb"]["status"] == "invalid" and "not a regular file (a FIFO)" in got["bbbbbbbbbbbb"]["message"]
