@@ -12,7 +12,8 @@ apply to every point (`model.init=random`, `device_override=cpu`).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from jobs import conf
 

@@ -31,10 +31,10 @@ INVALID = "invalid"   # a record file that is not what it claims to be (records.
 ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID,
          "not submitted", "unknown")
 # A local sweep's journal word for a point without a record of its run -> (state, detail) shown
-LOCAL_WORDS = {"CANCELLED": ("not started", "the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before this "
-                                            "point started; the same command runs it"),
-               "SWEEP_GONE": ("cancelled", "the sweep's process ended (killed) before this point finished, leaving "
-                                           "no record; the same command runs it again")}
+LOCAL_WORDS = {"CANCELLED": ("not started", ("the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before "
+                                             "this point started; the same command runs it")),
+               "SWEEP_GONE": ("cancelled", ("the sweep's process ended (killed) before this point finished, leaving "
+                                            "no record; the same command runs it again"))}
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
