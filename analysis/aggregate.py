@@ -409,6 +409,22 @@ def _csv_ready(table: pa.Table) -> pa.Table:
     return table
 
 
+def out_problem(out: Path, inputs: list[str]) -> str | None:
+    """Why --out may not take the table, or None: never another sweep's directory (its results.parquet would be
+    replaced by these rows) nor anywhere inside a points/ tree."""
+    where = out.resolve()
+    for p in (where, *where.parents):
+        if (p / RECORD_NAME).is_file() or (p.name == "points" and ((p.parent / "manifest.json").exists()
+                                                                  or next(p.glob(f"*/{RECORD_NAME}"), None))):
+            return f"--out {out} lies inside a sweep's points/ (it holds records); give a directory of its own"
+    ins = [Path(i).resolve() for i in inputs]
+    if ((where / "points").is_dir() or (where / "manifest.json").exists()) and ins != [where]:
+        return (f"--out {out} is another sweep's directory (it has points/ or manifest.json): its results.parquet "
+                f"would be replaced by the rows of {', '.join(inputs)}; give that sweep itself as the only input, "
+                f"or a directory of its own")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.aggregate", description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", default=["runs"], help="sweep or runs directories (default: runs)")
@@ -421,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(args.runs[0])
     if out.exists() and not out.is_dir():
         ap.error(f"--out {out} is a file; give a directory")
+    if args.out and (why := out_problem(args.out, args.runs)):
+        ap.error(why)
     try:
         table = aggregate(args.runs)
     except FileNotFoundError as exc:

@@ -93,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"default cluster: {name} (from {source})" if name else "default cluster: local (none configured)")
         return 0
+    home = conf.user_dir() / "cluster" / f"{args.name}.yaml"   # where cluster=NAME is looked up
+    elsewhere = args.out is not None and args.out.resolve() != home.resolve()
     try:
-        path = init(args.name, out=args.out, make_default=not args.no_default, force=args.force, kind=args.kind)
+        path = init(args.name, out=args.out, make_default=not (args.no_default or elsewhere), force=args.force,
+                    kind=args.kind)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -102,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read this site's scheduler ({args.kind}): {exc}", file=sys.stderr)
         return 1
     print(path.read_text(), end="")
+    if elsewhere and not args.no_default:   # a default that names no file would refuse every plain sweep
+        print(f"wrote {path}; not made the default site: cluster={args.name} is looked up as {home} (init without --out "
+              f"writes it there and makes it the default; or move it there and name it in {conf.user_dir() / DEFAULTS})")
+        return 0
     print(f"wrote {path}" + ("" if args.no_default else f"; it is the default site now ({conf.user_dir() / DEFAULTS}, "
                                                          f"${ENV_NAME} overrides it)"))
     return 0

@@ -12,6 +12,7 @@ apply to every point (`model.init=random`, `device_override=cpu`).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from jobs import conf
@@ -70,6 +71,33 @@ def describe(experiment: dict[str, Any], grids: list[dict[str, list[Any]]]) -> s
     return "\n".join(lines)
 
 
-def presets() -> list[dict[str, Any]]:
-    """The shipped presets' `experiment:` nodes (read, not composed)."""
-    return [{"file": name, **(cfg.get("experiment") or {})} for name, cfg in conf.group("experiment").items()]
+def presets(*, user: bool = False) -> list[dict[str, Any]]:
+    """The shipped presets' `experiment:` nodes (read, not composed); with `user`, those of the user config
+    directory too (a name both have is the shipped one, as for Hydra; a file that is not YAML is left out)."""
+    if not user:
+        return [{"file": name, **(cfg.get("experiment") or {})} for name, cfg in conf.group("experiment").items()]
+    out = []
+    for name in conf.names("experiment", user=True):
+        try:
+            cfg = conf.load(conf.find("experiment", name))
+        except ValueError:   # the sweep that loads it says what is wrong with it
+            continue
+        out.append({"file": name, **((cfg.get("experiment") if isinstance(cfg, dict) else None) or {})})
+    return out
+
+
+def preset_problems(exp: dict[str, Any], studies: Iterable[str], metrics: Iterable[str]) -> list[str]:
+    """A preset's `reference` must name a study and its `metrics` known metrics: else its comparison would be
+    silently missing from the report."""
+    name, studies, metrics = exp.get("name"), sorted(studies), set(metrics)
+    problems = []
+    ref = exp.get("reference")
+    if ref is not None and ref not in studies:
+        problems.append(f"experiment {name}: experiment.reference={ref!r} is not a study with published figures "
+                        f"(known: {', '.join(studies)}; or leave it out)")
+    given = exp.get("metrics") or []
+    unknown = [m for m in (given if isinstance(given, list) else [given]) if m not in metrics]
+    if unknown:
+        problems.append(f"experiment {name}: experiment.metrics names {', '.join(map(repr, unknown))}, not a metric "
+                        f"of any workload (python -m jobs.catalogue lists them)")
+    return problems

@@ -11,6 +11,10 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def dims(c: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size") if k not in c]
+    if missing:   # not a decoder-only transformer (e.g. an SR3 U-Net): the workload's check names the model
+        raise ValueError(f"the model config (model_type {c.get('model_type')}) is not a decoder-only language "
+                         f"model's: it has no {', '.join(missing)}")
     h, layers, heads = c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"]
     kv = c.get("num_key_value_heads") or heads
     head_dim = c.get("head_dim") or h // heads

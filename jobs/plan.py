@@ -277,11 +277,19 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         notes = []
     try:
         wl = workloads.get(cfg["workload"]["name"])
-        problems += wl.check(cfg)
-        params.update(wl.params(cfg))
+        checked = wl.check(cfg)
+        problems += checked
+        try:
+            params.update(wl.params(cfg))
+        except ValueError:
+            if not checked:
+                raise
+            # the check said why (e.g. a U-Net given to a language workload): no second word on it
         cfg = wl.resolve(cfg)   # what travels to the node names the engine auto picked
     except (TypeError, ValueError) as exc:  # unknown workload, or values of the wrong type
         problems.append(str(exc))
+    if why := hardware_name_problem(cfg["hardware"], overrides):
+        problems.append(why)
     elsewhere = other_cluster(cfg)
     problems += check_point(cfg, here=elsewhere is None)
     params = {**base_params(cfg), **params}
@@ -310,6 +318,23 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         except ValueError as exc:
             point.problems.append(str(exc))
     return point
+
+
+def hardware_name_problem(hw: dict[str, Any], overrides: list[str]) -> str | None:
+    """A `hardware.name=X` override must leave the name of the chosen hardware file: renaming another file's
+    settings would record (say) CPU numbers as X's, under X's point ids, so that X's real run is skipped."""
+    if not any(o.lstrip("+~").split("=", 1)[0] == "hardware.name" for o in overrides):
+        return None
+    try:
+        own = conf.load(path) if (path := conf.find("hardware", str(hw["name"]))) else None
+    except ValueError:   # a broken user file is reported when it is chosen
+        own = None
+    if own is not None and all(own.get(k) == hw.get(k) for k in ("device", "vendor", "family")):
+        return None
+    return (f"hardware.name={hw['name']} renames the chosen hardware file (device {hw['device']}, vendor "
+            f"{hw['vendor']}): its numbers would be recorded as {hw['name']}'s; hardware.name must be the chosen "
+            f"file's name: choose the file with hardware=<name> (known: {', '.join(conf.names('hardware', user=True))}), "
+            f"and add device_override=cpu to run its points on the CPU as a stand-in")
 
 
 def other_cluster(cfg: dict[str, Any]) -> str | None:

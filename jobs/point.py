@@ -208,7 +208,9 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         # rank 0's cores (no collective here: a rank that failed after the workload's last one must not hang it)
         host = load.stop()
         if rank == 0:
+            shared = os.environ.get("ACCELSWEEP_CORES_SHARED")   # jobs.schedulers.local: another sweep on them
             info = {**result.info, "cpu_cores_pinned": cores, "rank_hosts": rank_hosts, **host,
+                    **({"cpu_cores_shared_with": shared} if shared else {}),
                     **({"cpu_threads_env_late": True} if worker.late else {}),
                     **({inject.INFO: injected} if injected else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,

@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import socket
+import stat
 import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
@@ -128,13 +129,35 @@ def to_store(path: Path | str) -> bool:
         return False
 
 
+KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+         (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def _read_bytes(path: Path | str) -> bytes:
+    return _read_regular(path)[0]
+
+
+def _read_regular(path: Path | str) -> tuple[bytes, os.stat_result]:
+    """The bytes and stat of a regular file; OSError for anything else (a FIFO or a device would block a reader
+    forever), judged on the file opened (without blocking), not on a name that could change in between."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in KINDS if test(st.st_mode)), "another kind of file")
+            raise OSError(f"not a regular file ({kind})")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(), st
+    finally:
+        os.close(fd)
+
+
 def read_record(path: Path | str) -> dict[str, Any] | None:
     """The record at `path`, or None if it is missing, truncated or not a record."""
     import orjson
 
     try:
-        with open(path, "rb") as fh:
-            data = orjson.loads(fh.read())
+        data = orjson.loads(_read_bytes(path))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or "point_id" not in data or "status" not in data:
@@ -152,17 +175,15 @@ def _read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None, tu
     import orjson
 
     try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            raw = fh.read()
+        raw, st = _read_regular(path)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror or exc}", None
-    stat = (st.st_size, st.st_mtime_ns)
+    size_mtime = (st.st_size, st.st_mtime_ns)
     try:
         data = orjson.loads(raw)
     except ValueError as exc:
-        return None, f"not JSON (truncated?): {exc}", stat
-    return (*_valid(data), stat)
+        return None, f"not JSON (truncated?): {exc}", size_mtime
+    return (*_valid(data), size_mtime)
 
 
 def _valid(data: Any) -> tuple[dict[str, Any] | None, str | None]:

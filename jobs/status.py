@@ -31,8 +31,13 @@ from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
 INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
 _NONE: dict[str, Any] = {}   # no submission, no job state (read only)
-ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "unsupported", INVALID,
+ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID,
          "not submitted", "unknown")
+# A local sweep's journal word for a point without a record of its run -> (state, detail) shown
+LOCAL_WORDS = {"CANCELLED": ("not started", ("the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before "
+                                             "this point started; the same command runs it")),
+               "SWEEP_GONE": ("cancelled", ("the sweep's process ended (killed) before this point finished, leaving "
+                                            "no record; the same command runs it again"))}
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
@@ -70,6 +75,8 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
             if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
                 detail = f"{job['native']}: {job['reason']}"
+            if sub.get("kind") == "local" and not fresh and job.get("native") in LOCAL_WORDS:
+                state, detail = LOCAL_WORDS[job["native"]]   # as the sweep said it, in plain words
             if state == "running" and current.get(task) not in (None, pid):
                 state, detail = "pending", f"waits in array task {task} behind point {current[task]}"
             if state not in ("pending", "running") and rec is not None and rec["status"] == INVALID:
@@ -267,7 +274,7 @@ def summary_line(c: dict[str, int]) -> str:
     return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
 
 
-PROBLEMS = ("failed", "oom", "timeout", "cancelled", "unsupported", INVALID, "not submitted", "unknown")
+PROBLEMS = ("failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID, "not submitted", "unknown")
 
 
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

@@ -99,7 +99,9 @@ def elsewhere_commands(points: list[Point], argv: list[str]) -> dict[str, dict[s
     for p in points:
         hw = p.params["hardware"]
         if hw not in out:
-            args = [a for a in argv[1:] if not a.startswith(("hardware=", "cluster=", "sweep.name="))]
+            # this cluster's own settings (cluster.hardware=[...], cluster.account=...) would refuse it there too
+            args = [a for a in argv[1:] if not a.startswith(("hardware=", "cluster=", "sweep.name="))
+                    and not a.lstrip("+~").startswith("cluster.")]
             if "-m" not in args and "--multirun" not in args:
                 args.insert(0, "-m")
             cluster = p.elsewhere if p.elsewhere != "?" else "<cluster that has it>"

@@ -92,9 +92,15 @@ def history_of(runs: list[tuple[str, pd.DataFrame]], tolerance: float = TOLERANC
 
 def _read(path: Path) -> pd.DataFrame:
     try:
-        return pd.read_parquet(path)
+        table = pd.read_parquet(path)
     except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
         raise InputError(f"{path} is not a results table (parquet): {exc}") from None
+    missing = [c for c in ("point_id", "status") if c not in table]
+    if missing and len(table.columns):   # another parquet file: its rows would read as points of unknown status
+        raise InputError(f"{path} is not a results table (no {'/'.join(missing)} column{'s' * (len(missing) > 1)}; "
+                         f"it has {', '.join(map(str, table.columns[:5]))}{', ...' if len(table.columns) > 5 else ''}); "
+                         "give the results.parquet that python -m analysis.aggregate writes")
+    return table
 
 
 class InputError(ValueError):

@@ -15,7 +15,7 @@ validates) every point anyway, and expands a study preset's sub-grids
 (`+experiment=<name>`, see jobs.experiment) into one list of points.
 
 This plugin depends on jobs/ (jobs.config, jobs.experiment, and jobs.sweep's
-run_or_exit when launching); nothing in jobs/ imports it.
+run_or_exit when launching) and analysis.references (a preset's study); nothing in jobs/ imports it.
 """
 # No `from __future__ import annotations`: Hydra's plugin scan runs this module without registering it in
 # sys.modules, and dataclasses need it there to read string annotations.
@@ -71,6 +71,11 @@ class AccelsweepSweeper(BasicSweeper):
         A study preset's sub-grids are crossed one by one and launched as one grid."""
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         if OmegaConf.select(self.config, "experiment.grid") is not None:
+            exp_problems = preset_problems(OmegaConf.to_container(self.config.experiment, resolve=True))
+            for why in exp_problems:
+                print(f"error: {why}", file=sys.stderr)
+            if exp_problems:
+                sys.exit(2)
             try:
                 jobs = preset_jobs(OmegaConf.to_container(self.config.experiment, resolve=True),
                                    parser.parse_overrides([*self._parse_config(), *arguments]), parser)
@@ -87,6 +92,17 @@ class AccelsweepSweeper(BasicSweeper):
             returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
             initial_job_idx += len(batch)
         return returns
+
+
+def preset_problems(exp: dict[str, Any]) -> list[str]:
+    """The preset's reference and metrics checked against the studies and the metrics the workloads declare."""
+    from analysis.references import studies
+    from jobs import workloads
+    from jobs.metrics import SCALING_EFFICIENCY, SPEEDUP
+
+    known = studies()
+    names = {m.name for ms in workloads.metric_sets() for m in ms.metrics} | {SCALING_EFFICIENCY, SPEEDUP}
+    return experiment.preset_problems(exp, known, names)
 
 
 def preset_jobs(exp: dict[str, Any], overrides: list[Override], parser: OverridesParser) -> list[list[str]]:

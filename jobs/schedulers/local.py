@@ -13,12 +13,14 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jobs import files, records, watchdog
+from jobs.devices import _ranges
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import failure_record, run_point, run_points
 from jobs.schedulers.base import ACTIVE, JobState, Outcome, Scheduler, Submission, group_label, job_name
@@ -123,6 +125,47 @@ def cores_in_flight(groups: dict[str, list[Point]], max_parallel: int) -> list[t
     return [("cluster", f"cluster.max_parallel={max_parallel} runs {len(at_once)} workers at once, which pin "
                         f"{shown} = {sum(n for n, _ in at_once)} CPU cores, but this machine has {cores}: their "
                         f"measurements would share cores; use cluster.max_parallel={fit} (or fewer cards)")]
+
+
+SHARED_ENV = "ACCELSWEEP_CORES_SHARED"   # a worker's note for its record: another sweep's workers on its cores
+
+
+def _registry() -> Path:
+    """Where this user's running local sweeps say which CPU cores their workers pin (one file per sweep)."""
+    return Path(tempfile.gettempdir()) / f"accelsweep-local-{os.getuid()}"
+
+
+def register(owner: dict[str, Any], sweep_dir: Path, cores: set[int]) -> None:
+    """Say (best effort) that this sweep's workers pin `cores` now."""
+    try:
+        _registry().mkdir(mode=0o700, exist_ok=True)
+        files.write_text(_registry() / f"{owner['pid']}.json",
+                         json.dumps({"owner": owner, "sweep_dir": str(sweep_dir), "cores": sorted(cores)}))
+    except OSError:
+        pass
+
+
+def unregister(owner: dict[str, Any]) -> None:
+    try:
+        os.unlink(_registry() / f"{owner['pid']}.json")
+    except OSError:
+        pass
+
+
+def sharing(owner: dict[str, Any], cores: set[int]) -> list[str]:
+    """The other live local sweeps of this machine whose workers pin some of `cores`: "<dir> (pid N), cores C"."""
+    out = []
+    for path in sorted(_registry().glob("*.json")) if _registry().is_dir() else []:
+        try:
+            other = json.loads(path.read_text())
+            if other["owner"]["pid"] == owner["pid"] or not watchdog.alive(other["owner"]):
+                continue
+            common = sorted(cores & set(other["cores"]))
+        except (OSError, ValueError, KeyError, TypeError):   # a sweep ending meanwhile, a file half there
+            continue
+        if common:
+            out.append(f"{other['sweep_dir']} (pid {other['owner']['pid']}), cores {_ranges(common)}")
+    return out
 
 
 @dataclass
@@ -238,6 +281,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     numbers: dict[str, int] = {}   # point id -> its start line's number, in the order points start (a point
     # a worker reached but did not run, started again by a new worker, keeps its number)
     stopping = False    # interrupted: no point starts any more, nor is shown or journaled as started
+    warned: set[str] = set()   # other sweeps on our cores, said once each
 
     def busy() -> int:
         """Points running now (a worker's first point; none once the sweep stops)."""
@@ -282,7 +326,20 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             p.submitted = submitted
         cores = own_cores(pts)
         mine = os.sched_getaffinity(0) if cores else None
+        # the cores its ranks pin (limit_cpu: the first of those it inherits); another local sweep on them halves
+        # both sweeps' figures: said once, and in the record (info.cpu_cores_shared_with)
+        need = max((pinned_cores(p) or 0 for p in pts), default=0)
+        pins = set(cores) or set(_machine_cores()[:need])
+        register(owner, sweep_dir, pins | {c for w in running for c in w.cores})
+        shared = sharing(owner, pins)
+        for other in shared:
+            if other not in warned:
+                warned.add(other)
+                progress.console.print(f"warning: another local sweep's workers run on CPU cores this one pins: "
+                                       f"{other}; both sweeps' measurements are slowed (run one after the other)")
         try:
+            if shared:
+                os.environ[SHARED_ENV] = "; ".join(shared)
             ex = _executor(pts[0].resources, sweep_dir / "submitit", len(pts))
             if cores:   # the worker process is forked in submit() and keeps this thread's affinity
                 os.sched_setaffinity(0, cores)
@@ -297,6 +354,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
             print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
             return
         finally:
+            os.environ.pop(SHARED_ENV, None)
             if mine is not None:
                 os.sched_setaffinity(0, mine)
         running.append(_Running(key, list(pts), job, time.monotonic(), len(pts), cores))
@@ -382,6 +440,7 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 raise
     finally:
         journal.close()
+        unregister(owner)
         watchdog.release(owner)
         for sig, was in previous.items():
             signal.signal(sig, was)

@@ -110,6 +110,24 @@ def length_identity(wl: Config, options: dict[str, Any]) -> Config:
     return {**wl, "input_tokens": options["input_tokens"].default, "output_tokens": options["output_tokens"].default}
 
 
+UNET = "sr3"   # the family of the diffusion U-Nets (workload=superres); every other model file is a language model
+
+
+def language_model_problem(cfg: Config) -> str | None:
+    """A language workload given a U-Net: refused at plan time, naming what the workload accepts (it failed at
+    run time, or in planning with a KeyError)."""
+    model = cfg["model"]
+    config = model.get("config") or {}
+    if model.get("family") != UNET and config.get("model_type") != "sr3-unet":
+        return None
+    from jobs import conf
+
+    ok = [n for n, m in conf.group("model").items() if m.get("family") != UNET]
+    return (f"workload={cfg['workload']['name']} runs language models: model={model['name']} (family "
+            f"{model.get('family')}, model_type {config.get('model_type')}) is a diffusion U-Net for "
+            f"workload=superres; use a language model, e.g. model={', '.join(ok)}")
+
+
 def drop(cache: dict) -> None:
     """Empty a worker's cache, closing what it holds (a server, vLLM's engine core: processes of their own that
     must not outlive their point's group or hold a card the next model needs)."""

@@ -36,7 +36,7 @@ def comparisons(table: pd.DataFrame) -> list[tuple[dict[str, Any], Study, pd.Dat
     """(preset, study, compare_study rows) for every preset whose study matches a measured point."""
     out = []
     known = references.studies()
-    for preset in experiment.presets():
+    for preset in experiment.presets(user=True):
         name = preset.get("reference")
         if name not in known or table.empty:
             continue

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobs import config_schema, measure, noise
 from jobs.workloads import Ranks, Result, Workload
+from jobs.workloads.base import language_model_problem
 
 from . import metrics as fm
 from .metrics import METRICS
@@ -61,6 +62,8 @@ def _missing(module: str, why: str) -> list[str]:
 
 
 def check(cfg: dict[str, Any]) -> list[str]:
+    if why := language_model_problem(cfg):   # nothing below applies to another kind of model
+        return [why]
     from . import data
 
     wl = cfg["workload"]

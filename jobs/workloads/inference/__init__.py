@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs import config_schema, measure, model_math, noise
 from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import drop, length_identity, length_problems, lengths
+from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
 from . import engines
 from .metrics import METRICS
@@ -64,6 +64,8 @@ def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
 
 
 def check(cfg: dict[str, Any]) -> list[str]:
+    if why := language_model_problem(cfg):   # nothing below applies to another kind of model
+        return [why]
     wl = cfg["workload"]
     device = cfg.get("device_override") or cfg["hardware"]["device"]
     engine = engines.resolve(cfg)[0]

@@ -17,6 +17,7 @@ from typing import Any
 from jobs import config_schema, measure, noise
 from jobs.model_math import module_shapes
 from jobs.workloads import Ranks, Result, Workload
+from jobs.workloads.base import language_model_problem
 
 from . import assign as assignment
 from .metrics import METRICS
@@ -91,6 +92,8 @@ def real_backend(wl: dict[str, Any], device: str) -> tuple[str | None, str | Non
 
 
 def check(cfg: dict[str, Any]) -> list[str]:
+    if why := language_model_problem(cfg):   # nothing below applies to another kind of model
+        return [why]
     wl, model = cfg["workload"], cfg["model"]
     problems = [f"workload.bits={wl['bits']!r}: {b} is not a supported width; allowed: "
                 f"{', '.join(map(str, BITS))}" for b in wl["bits"] if b not in BITS]

@@ -17,7 +17,7 @@ from typing import Any
 from jobs import config_schema, measure, noise
 from jobs.vllm_settings import cpu_environment, hpu_environment
 from jobs.workloads import Also, Ranks, Result, Workload
-from jobs.workloads.base import drop, length_identity, length_problems, lengths
+from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
 from . import dataset as datasets
 from . import load as loads
@@ -44,6 +44,8 @@ def _device(cfg: dict[str, Any]) -> str:
 
 
 def check(cfg: dict[str, Any]) -> list[str]:
+    if why := language_model_problem(cfg):   # nothing below applies to another kind of model
+        return [why]
     wl, problems = cfg["workload"], []
     engine, device, precision = wl["engine"], _device(cfg), cfg["precision"]["name"]
     try:
@@ -59,7 +61,8 @@ def check(cfg: dict[str, Any]) -> list[str]:
                         f"(got mode={wl['mode']})")
     if wl["dataset"] is not None:
         try:
-            lines = datasets.read(wl["dataset"], default_output=out or 1, limit=PLAN_LINES)
+            lines = datasets.read(wl["dataset"], default_output=out or 1, limit=PLAN_LINES,
+                                  model=None if wl["endpoint"] else cfg["model"])
         except (OSError, ValueError) as exc:
             problems.append(f"workload.dataset: {exc}" if isinstance(exc, OSError) else str(exc))
         else:

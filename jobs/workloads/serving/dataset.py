@@ -32,8 +32,10 @@ def _prompt(line: dict, where: str) -> Prompt:
                      "or ShareGPT \"conversations\" with a human turn")
 
 
-def read(path: str | Path, *, default_output: int, limit: int | None = None) -> list[tuple[Prompt, int]]:
-    """Every (prompt, output tokens) of the file, in its order; ValueError naming the line that is not one."""
+def read(path: str | Path, *, default_output: int, limit: int | None = None,
+         model: dict | None = None) -> list[tuple[Prompt, int]]:
+    """Every (prompt, output tokens) of the file, in its order; ValueError naming the line that is not one (with
+    `model`, also a token id beyond its vocabulary or a request longer than its positions)."""
     out = []
     with open(path, "rb") as f:   # decoded line by line, so a bad byte is reported with its line
         for n, data in enumerate(f, 1):
@@ -54,12 +56,27 @@ def read(path: str | Path, *, default_output: int, limit: int | None = None) -> 
             tokens = line.get("output_tokens", default_output)
             if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
                 raise ValueError(f"{where}: output_tokens={tokens!r} must be a whole number >= 1")
-            out.append((_prompt(line, where), tokens))
+            prompt = _prompt(line, where)
+            if model is not None and not isinstance(prompt, str):
+                _fits(prompt, tokens, model, where)
+            out.append((prompt, tokens))
             if limit is not None and len(out) >= limit:
                 break
     if not out:
         raise ValueError(f"workload.dataset={path} holds no prompt")
     return out
+
+
+def _fits(ids: list[int], output: int, model: dict, where: str) -> None:
+    """Token ids the model has and a request its positions hold (the server would refuse or crash mid-load)."""
+    config = model.get("config") or {}
+    vocab, positions = config.get("vocab_size"), config.get("max_position_embeddings")
+    if vocab and (big := max(ids)) >= vocab:
+        raise ValueError(f"{where}: prompt_token_ids holds {big}, but model {model['name']}'s vocab_size is {vocab} "
+                         f"(ids 0 to {vocab - 1})")
+    if positions and len(ids) + output > positions:
+        raise ValueError(f"{where}: a prompt of {len(ids)} tokens + {output} output tokens = {len(ids) + output} "
+                         f"exceeds model {model['name']}'s max_position_embeddings={positions}")
 
 
 def sample(lines: list[tuple[Prompt, int]], n: int, *, seed: int) -> tuple[list[Prompt], list[int]]:
