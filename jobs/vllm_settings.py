@@ -2,6 +2,7 @@
 workload's server read them)."""
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any
 
@@ -67,4 +68,10 @@ def across_nodes(nodes: int, node_rank: int,
     addr, port = env["MASTER_ADDR"], int(env["MASTER_PORT"])
     kwargs = {"nnodes": nodes, "node_rank": node_rank, "master_addr": addr,
               "master_port": port + 1 if port < 65535 else port - 1, "distributed_executor_backend": "mp"}
-    return kwargs, {"VLLM_HOST_IP": env.get("VLLM_HOST_IP") or node_address(addr)}
+    host = env.get("VLLM_HOST_IP") or node_address(addr)
+    if ipaddress.ip_address(host).is_loopback:   # the other nodes would wait for it forever (vLLM has no timeout)
+        raise RuntimeError(f"vLLM over {nodes} nodes: this node's address for the others is {host} (VLLM_HOST_IP "
+                           f"{'as set' if env.get('VLLM_HOST_IP') else f'from the route to MASTER_ADDR={addr}'}), "
+                           "a loopback address the other nodes cannot reach; export VLLM_HOST_IP=<this node's "
+                           "address on the network between the nodes>")
+    return kwargs, {"VLLM_HOST_IP": host}

@@ -280,7 +280,10 @@ def _output(tokens: int, metrics=None):
 def vllm_engine(monkeypatch):
     _FakeLLM.made = []
     _fake_modules(monkeypatch, {"vllm": {"LLM": _FakeLLM, "SamplingParams": _FakeSamplingParams}})
-    return _fresh(monkeypatch, "vllm")
+    saved = dict(os.environ)   # the engine exports vLLM's settings into os.environ, as it must in a job
+    yield _fresh(monkeypatch, "vllm")
+    os.environ.clear()         # not into this process's later tests: a VLLM_HOST_IP left here hung a later
+    os.environ.update(saved)   # multi-node sweep, which inherits it
 
 
 def _vllm(cls, make_cfg, *overrides, cards=1):
@@ -395,13 +398,18 @@ def test_vllm_over_two_nodes_runs_the_engine_on_node_0_and_headless_workers_on_n
     monkeypatch.delenv("VLLM_HOST_IP", raising=False)
     cfg = make_cfg("workload.engine=vllm", "hardware=h100")
     opts = {**cfg["workload"]["vllm"], "cards": 8, "nodes": 2}
+    # the route to a MASTER_ADDR of 127.0.0.1 gives a loopback address, which the other nodes cannot reach
+    with pytest.raises(RuntimeError, match="127.0.0.1 .*from the route to MASTER_ADDR=127.0.0.1.*loopback"):
+        vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 0}, 7)
+    os.environ.pop("VLLM_HOST_IP", None)
+    monkeypatch.setattr("jobs.vllm_settings.node_address", lambda addr: "10.9.8.7")
     lead = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 0}, 7)
     kw = _FakeLLM.made[-1].kwargs
     assert {k: kw[k] for k in ("tensor_parallel_size", "nnodes", "node_rank", "master_addr", "master_port",
                                "distributed_executor_backend")} == {
         "tensor_parallel_size": 8, "nnodes": 2, "node_rank": 0, "master_addr": "127.0.0.1", "master_port": 23457,
         "distributed_executor_backend": "mp"}
-    assert lead.env == {"VLLM_HOST_IP": "127.0.0.1"}   # the address that reaches MASTER_ADDR
+    assert lead.env == {"VLLM_HOST_IP": "10.9.8.7"}   # the address that reaches MASTER_ADDR
     other = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 1}, 7)
     assert len(_FakeLLM.made) == 1 and made[0].kwargs == {**kw, "node_rank": 1, "model": made[0].kwargs["model"]}
     assert other.node() == "n2:4"
