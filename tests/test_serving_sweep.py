@@ -140,7 +140,11 @@ def test_the_goodput_search_probes_rates_and_gives_the_highest_within_the_slos(t
 def test_a_server_that_cannot_start_ends_as_a_failed_record_with_its_log(tmp_path):
     model = tmp_path / "broken"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({"model_type": "nosuchmodel", "architectures": ["NoSuch"]}))
+    # a decoder's shape (the plan checks that much) of an architecture no engine knows: the server exits at start
+    (model / "config.json").write_text(json.dumps({"model_type": "nosuchmodel", "architectures": ["NoSuch"],
+                                                   "hidden_size": 64, "num_hidden_layers": 2,
+                                                   "num_attention_heads": 2, "intermediate_size": 128,
+                                                   "vocab_size": 1000, "max_position_embeddings": 256}))
     name = _name()
     out = _sweep(tmp_path, name, "model.init=pretrained", f"model.path={model}", "workload.startup_timeout_s=300",
                  "sweep.name=broken", "sweep.report=false")
