@@ -21,6 +21,7 @@ from jobs.plan import Point
 NAME = "manifest.json"
 JOURNAL = "manifest.journal"   # what became of each array since the last full save, one JSON line each
 BRIEF = "manifest-brief.json"  # in the sweep's store/: load_brief's copy
+BRIEF_PARAMS = ("hardware", "cards")   # the params a brief copy keeps of each point
 
 
 class ManifestError(ValueError):
@@ -68,32 +69,34 @@ class Manifest:
         return m
 
     @classmethod
-    def load_brief(cls, sweep_dir: Path, params: tuple[str, ...] = ("hardware", "cards")) -> "Manifest":
+    def load_brief(cls, sweep_dir: Path, params: tuple[str, ...] = BRIEF_PARAMS) -> "Manifest":
         """The manifest with each point cut to its overrides and `params` (what jobs.status shows), for reading
         only: from a brief copy in the sweep's store while manifest.json and its journal are those it was made
-        from, else made from them and kept there (a 100,000-point manifest is 60 MB, most of it the points'
-        params: 0.5 s to parse; its brief copy parses in a tenth of that)."""
+        from (save() writes it), else made from them and kept there (a 100,000-point manifest is 60 MB, most of it
+        the points' params: 0.5 s to parse; its brief copy parses in a tenth of that)."""
         m = cls.__new__(cls)
         m.path, m.journal = Path(sweep_dir) / NAME, Path(sweep_dir) / JOURNAL
-        brief = Path(sweep_dir) / store.DIR / BRIEF
         key = [_stat(m.path), _stat(m.journal), list(params)]   # before reading: a change meanwhile shows next time
         try:
-            kept = orjson.loads(brief.read_bytes())
+            kept = orjson.loads(m._brief_path().read_bytes())
             if key[0] is not None and kept["key"] == key:
                 m.data = kept["data"]
                 return m
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        full = cls.load(sweep_dir)
-        m.data = {"points": {pid: {"overrides": p["overrides"], "params": {k: p["params"].get(k) for k in params}}
-                             for pid, p in full.data["points"].items()},
-                  "submissions": full.data["submissions"]}
+        m.data = _brief(cls.load(sweep_dir).data, params)
+        m._keep_brief(key)
+        return m
+
+    def _brief_path(self) -> Path:
+        return self.path.parent / store.DIR / BRIEF
+
+    def _keep_brief(self, key: list) -> None:
         try:
-            with files.atomic(brief) as tmp:
-                tmp.write_bytes(orjson.dumps({"key": key, "data": m.data}))
+            with files.atomic(self._brief_path()) as tmp:
+                tmp.write_bytes(orjson.dumps({"key": key, "data": self.data}))
         except OSError:   # a read-only sweep: made again next time
             pass
-        return m
 
     @classmethod
     def load_or_exit(cls, sweep_dir: Path, brief: bool = False) -> "Manifest":
@@ -110,6 +113,11 @@ class Manifest:
         # Compact: json's C encoder (indent would make it the pure-Python one, 5-10x slower at 10,000 points).
         path = files.write_text(self.path, json.dumps(self.data, separators=(",", ":"), allow_nan=False, default=str))
         self.journal.unlink(missing_ok=True)
+        # the brief copy jobs.status reads, made now (a tenth of the save) rather than by the first status after it
+        brief = Manifest.__new__(Manifest)
+        brief.path, brief.journal = self.path, self.journal
+        brief.data = _brief(self.data, BRIEF_PARAMS)
+        brief._keep_brief([_stat(self.path), None, list(BRIEF_PARAMS)])
         return path
 
     def begin(self, points: list[Point], *, cluster: dict[str, Any], argv: list[str] | None = None,
@@ -190,6 +198,13 @@ class Manifest:
         """Enough of the point for a failure record."""
         p = self.data["points"][point_id]
         return {"point_id": point_id, "sweep": p["sweep"], "params": p["params"], "command": p["command"]}
+
+
+def _brief(data: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any]:
+    """A manifest's data with each point cut to its overrides and `params`."""
+    return {"points": {pid: {"overrides": p["overrides"], "params": {k: p["params"].get(k) for k in params}}
+                       for pid, p in data["points"].items()},
+            "submissions": data["submissions"]}
 
 
 def _stat(path: Path) -> list[int] | None:
