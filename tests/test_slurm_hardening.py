@@ -106,6 +106,12 @@ def test_drained_nodes_are_refused_at_plan_time(site, tmp_path):  # noqa: F811
         assert out.returncode == 2 and "take no jobs" in out.stderr and "asx-n1" in out.stderr, out.stderr
     finally:
         subprocess.run(["scontrol", "update", f"nodename={nodes}", "state=resume"], check=True)
+    # a resumed node is pinged before it counts as responding: `idle*` (not responding) for about a second
+    for _ in range(60):
+        states = subprocess.run(["sinfo", "-h", "-N", "-n", nodes, "-o", "%t"], capture_output=True, text=True).stdout
+        if states.strip() and "*" not in states:
+            break
+        time.sleep(0.5)
     again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env={**site[1], **HERE}, timeout=300,
                            check=False)
     assert again.returncode == 0, again.stderr
