@@ -115,11 +115,11 @@ def to_store(path: Path | str) -> bool:
     appended; aggregate reads it and says why. False, with a warning, when the store could not be written: the
     record stands, and aggregate reads it from its file."""
     points = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-    rec, _, stat = _read_point_stat(path)
+    rec, _, size_mtime = _read_point_stat(path)
     if rec is None or os.path.basename(points) != "points":
         return False
     try:
-        store.append(os.path.dirname(points), rec, *stat)
+        store.append(os.path.dirname(points), rec, *size_mtime)
         return True
     except (OSError, TypeError, ValueError) as exc:
         import sys
@@ -131,10 +131,6 @@ def to_store(path: Path | str) -> bool:
 
 KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
-
-
-def _read_bytes(path: Path | str) -> bytes:
-    return _read_regular(path)[0]
 
 
 def _read_regular(path: Path | str) -> tuple[bytes, os.stat_result]:
@@ -157,7 +153,7 @@ def read_record(path: Path | str) -> dict[str, Any] | None:
     import orjson
 
     try:
-        data = orjson.loads(_read_bytes(path))
+        data = orjson.loads(_read_regular(path)[0])
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or "point_id" not in data or "status" not in data:
@@ -219,11 +215,11 @@ def _read_point_stat(path: Path | str) -> tuple[dict[str, Any] | None, str | Non
     if not real.startswith(_real(sweep) + os.sep):
         return None, (f"leads out of its sweep directory (a link to {real}); records are read only from inside "
                       "the sweep directory"), None
-    rec, why, stat = _read_valid(path)
+    rec, why, size_mtime = _read_valid(path)
     if rec is not None and rec["point_id"] != os.path.basename(folder):
         return None, (f"its point_id {rec['point_id']!r} is not its folder's ({os.path.basename(folder)!r}): a "
-                      "record copied or moved from another point's folder"), stat
-    return rec, why, stat
+                      "record copied or moved from another point's folder"), size_mtime
+    return rec, why, size_mtime
 
 
 @functools.lru_cache(maxsize=64)
