@@ -5,7 +5,7 @@
 For each N, N schema-valid records (tests.synthetic, 1 in 37 failed) are written as a job writes them
 (jobs.records.write_point_record: the record, then its row appended to the sweep's results store, jobs.store),
 each K points (default 1, as one point per Slurm array task) by a new writer, i.e. into a new store fragment, and
-a manifest; then each stage runs in its own Python process:
+a manifest (submitted as by a local sweep); then each stage runs in its own Python process:
   aggregate    python -m analysis.aggregate SWEEP: the first, from the store's fragments (compacting them)
   aggregate again  the same, no record changed: the rows come from the store's table
   report       python -m report.build SWEEP --out SWEEP/site
@@ -26,6 +26,7 @@ A benchmark, not a test: the figures depend on the machine and its load (printed
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import math
@@ -73,7 +74,20 @@ def write_sweep(sweep: Path, n: int, per_writer: int = 1, writers: int = 4) -> N
         rec = _synthetic(sweep, i)
         points.append(plan.Point(point_id=rec["point_id"], sweep=sweep.name, overrides=[f"seed={i // len(grid())}"],
                                  cfg={}, params=rec["params"], command=rec["command"]))
-    Manifest(sweep).begin(points, cluster={"name": "local", "kind": "local"})
+    # submitted as a local sweep submits them (one job, a task per point, a group per hardware kind), before the
+    # records' start time: status takes each point's state from its record, as after a finished sweep
+    manifest = Manifest(sweep)
+    entry = manifest.begin(points, cluster={"name": "local", "kind": "local"})
+    job = "local-bench"
+    for hw, group in itertools.groupby(sorted(range(n), key=lambda i: points[i].params["hardware"]),
+                                       key=lambda i: points[i].params["hardware"]):
+        idx = list(group)
+        res = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
+                             gpu_request="", gres_name=None, cpus_per_task=1, mem_gb=None, time_min=10, account=None,
+                             qos=None)
+        manifest.add_group(entry, hw, [dataclasses.replace(points[i], resources=res) for i in idx], submitted="2024-12-31T00:00:00Z",
+                           name=f"{sweep.name}-{hw}", job_id=job, tasks=[f"{job}_{i}" for i in idx], save=False)
+    manifest.save()
 
 
 def _synthetic(sweep: Path, i: int) -> dict:

@@ -14,6 +14,7 @@ aggregates. Exit status 1 when the report job failed.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -53,38 +54,38 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
     recs = _records(sweep_dir, manifest.data["points"], seen.result() if seen is not None else None)
-    fresh_of = {}
-    for pid, rec in recs.items():
-        sub = latest.get(pid, _NONE)
-        fresh_of[pid] = rec is not None and sub.get("submitted") is not None and \
-            (rec["start_time"] or "") >= sub["submitted"]
+
+    def fresh(rec: tuple | None, submitted: str | None) -> bool:   # a record of the latest submission's run
+        return rec is not None and submitted is not None and (rec[1] or "") >= submitted
+
     # An array task of several points (cluster.points_per_task) runs them in order: the first without a record
     # of this submission is the one running, those after it wait.
-    current = {task: next((p for p in pids if not fresh_of[p]), None)
+    current = {task: next((p for p in pids if not fresh(recs[p], latest[p]["submitted"])), None)
                for task, pids in _task_points(manifest, latest).items()}
     rows = []
     for pid, point in manifest.data["points"].items():
         sub = latest.get(pid, _NONE)
-        rec, fresh = recs[pid], fresh_of[pid]
+        rec = recs[pid]
+        is_fresh = fresh(rec, sub.get("submitted"))
         task = sub.get("task")
         job = jobs.get(task, _NONE) if task else _NONE
-        if fresh or (rec is not None and not task):
-            state, detail = rec["status"], rec["message"] or ""
+        if is_fresh or (rec is not None and not task):
+            state, detail = rec[0], rec[2] or ""
         elif task:
             state = job.get("state", "unknown")
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
             if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
                 detail = f"{job['native']}: {job['reason']}"
-            if sub.get("kind") == "local" and not fresh and job.get("native") in LOCAL_WORDS:
+            if sub.get("kind") == "local" and job.get("native") in LOCAL_WORDS:
                 state, detail = LOCAL_WORDS[job["native"]]   # as the sweep said it, in plain words
             if state == "running" and current.get(task) not in (None, pid):
                 state, detail = "pending", f"waits in array task {task} behind point {current[task]}"
-            if state not in ("pending", "running") and rec is not None and rec["status"] == INVALID:
+            if state not in ("pending", "running") and rec is not None and rec[0] == INVALID:
                 # the record the job left breaks the schema (it has no start time to be fresh by): as aggregate
                 # and resume judge it (records.read_point), not as the job's exit says
-                state, detail = INVALID, rec["message"] or ""
+                state, detail = INVALID, rec[2] or ""
             elif state not in ("pending", "running") and rec is not None:
-                detail += f"; older record: {rec['status']}"
+                detail += f"; older record: {rec[0]}"
         elif sub.get("error"):
             state, detail = "not submitted", f"Slurm refused the array: {sub['error']}"
         elif sub.get("not_sent"):
@@ -97,40 +98,47 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         params = point["params"]
         rows.append({"point_id": pid, "state": state, "job": task or "-", "hardware": params.get("hardware"),
                      "cards": params.get("cards"), "label": " ".join(point["overrides"]), "detail": detail[:160],
-                     "fresh_record": fresh, "submitted": sub.get("submitted"),
+                     "fresh_record": is_fresh, "submitted": sub.get("submitted"),
                      "job_state": job if job is not _NONE else {}, "kind": sub.get("kind"),
                      "group": sub.get("group") or "-"})
     return rows
 
 
-def stored(sweep_dir: Path) -> tuple[dict[str, tuple[int, int]], dict[str, tuple]]:
-    """(every record file's stat, what the results store holds of those unchanged: status, start time, message)."""
-    stats = records.record_stats(sweep_dir)
-    return stats, store.columns(sweep_dir, stats, ["status", "start_time", "error_message"])
+STATUS_COLUMNS = ["status", "start_time", "error_message"]   # what status needs of each record (_records)
+
+
+def stored(sweep_dir: Path, stats: Future | None = None) -> tuple[dict[str, tuple[int, int]], dict[str, tuple]]:
+    """(every record file's stat, what the results store holds of those unchanged: status, start time, message).
+    `stats`: a future of records.record_stats(sweep_dir), started earlier: the store is read meanwhile."""
+    stats = stats or _done(records.record_stats(sweep_dir))
+    cached = store.columns(sweep_dir, stats, STATUS_COLUMNS)
+    return stats.result(), cached
+
+
+def _done(value: Any) -> Future:
+    f: Future = Future()
+    f.set_result(value)
+    return f
 
 
 def _records(sweep_dir: Path, points: dict[str, Any],
-             seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> dict[str, dict[str, Any] | None]:
-    """Point id -> what status needs of its record (status, start_time, message), or None without one: from the
+             seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> dict[str, tuple | None]:
+    """Point id -> what status needs of its record, (status, start_time, message), or None without one: from the
     sweep's results store (jobs.store) where the record file is unchanged since its row was made, else read from
     the file. `seen`: stored(sweep_dir) if the caller has it."""
     stats, cached = seen or stored(sweep_dir)
     points_dir = os.path.join(sweep_dir, "points", "")
-    out: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, tuple | None] = {}
     for pid in points:
-        if pid in cached:
-            status, start, message = cached[pid]
-        elif pid in stats:   # the same judge as aggregate's and resume's (records.read_point)
+        found = cached.get(pid)
+        if found is None and pid in stats:   # the same judge as aggregate's and resume's (records.read_point)
             rec, why = records.read_point(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")
             if rec is None:
-                status, start, message = INVALID, None, f"record not used: {why}"
+                found = (INVALID, None, f"record not used: {why}")
             else:
-                status, start = rec["status"], (rec.get("provenance") or {}).get("start_time")
-                message = (rec.get("error") or {}).get("message")
-        else:
-            out[pid] = None
-            continue
-        out[pid] = {"status": status, "start_time": start, "message": message}
+                found = (rec["status"], (rec.get("provenance") or {}).get("start_time"),
+                         (rec.get("error") or {}).get("message"))
+        out[pid] = found
     return out
 
 
@@ -357,17 +365,18 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         print(f"(the sweep started last: {args.sweep_dir})")
+    gc.disable()   # a short run that makes some 10 objects per point and frees none: 20 % of it was collections
     with ThreadPoolExecutor(1) as pool:
-        # the record files' stats (system calls, the GIL let go) and the store's columns (arrow) while the manifest
-        # is parsed; again after --record has written records
-        seen = pool.submit(stored, args.sweep_dir) if not args.record else None
+        # one stat per record file in a thread (system calls, the GIL let go) while the manifest and the store are
+        # read; again after --record has written records
+        stats = pool.submit(records.record_stats, args.sweep_dir) if not args.record else None
         manifest = Manifest.load_or_exit(args.sweep_dir, brief=not args.record)   # --record: every param
         if args.record:
             written = record_ended(args.sweep_dir, manifest)
             print(f"wrote {len(written)} record(s) for jobs that ended without one")
-            seen = pool.submit(stored, args.sweep_dir)
+            stats = pool.submit(records.record_stats, args.sweep_dir)
         jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
-        rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=seen)
+        rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=_done(stored(args.sweep_dir, stats)))
     show(args.sweep_dir, rows, every=args.all)
     line, failed = report_summary(args.sweep_dir, manifest, jobs)
     if line:

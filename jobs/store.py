@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import socket
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -198,30 +199,33 @@ def remove(dirs: list[str]) -> None:
                          stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def columns(sweep_dir: Path | str, stats: dict[str, tuple[int, int]], names: list[str]) -> dict[str, tuple]:
+def columns(sweep_dir: Path | str, stats: dict[str, tuple[int, int]] | Future, names: list[str]) -> dict[str, tuple]:
     """Point id -> the values of `names` (None where absent) in the sweep's store (its table and the fragments not
     compacted yet, read only), for the points whose record file has the size and mtime (`stats`, as
-    jobs.records.record_stats gives them) that its row was made from; other points (not in the store, changed
-    since, invalid) are left out. For jobs.status, without pandas."""
-    out: dict[str, tuple] = {}
-    for fragment in fragments(sweep_dir):
-        for row in read_fragment(fragment):
-            pid = row["_point"]
-            if stats.get(pid) == (row["_size"], row["_mtime_ns"]) and row.get("point_id") == pid:
-                out[pid] = tuple(row.get(c) for c in names)
+    jobs.records.record_stats gives them, or a future of them: the store is read meanwhile) that its row was made
+    from; other points (not in the store, changed since, invalid) are left out. For jobs.status, without pandas."""
+    rows = [row for fragment in fragments(sweep_dir) for row in read_fragment(fragment)]
     path = os.path.join(sweep_dir, DIR, TABLE)
-    if not os.path.isfile(path):
-        return out
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    table = None
+    if os.path.isfile(path):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-    try:
-        have = set(pq.read_schema(path).names)
-        if not set(STAT_KEYS) <= have:
-            return out
-        with pq.ParquetFile(path) as fh:   # not read_table: it imports pyarrow.dataset, and that pandas (0.5 s)
-            table = fh.read(columns=[*STAT_KEYS, *(c for c in names if c in have)])
-    except (OSError, pa.ArrowException):   # torn or from another version: the records are read instead
+        try:
+            have = set(pq.read_schema(path).names)
+            if set(STAT_KEYS) <= have:
+                with pq.ParquetFile(path) as fh:   # not read_table: it imports pyarrow.dataset, and that pandas (0.5 s)
+                    table = fh.read(columns=[*STAT_KEYS, *(c for c in names if c in have)])
+        except (OSError, pa.ArrowException):   # torn or from another version: the records are read instead
+            table = None
+    if isinstance(stats, Future):
+        stats = stats.result()
+    out: dict[str, tuple] = {}
+    for row in rows:
+        pid = row["_point"]
+        if stats.get(pid) == (row["_size"], row["_mtime_ns"]) and row.get("point_id") == pid:
+            out[pid] = tuple(row.get(c) for c in names)
+    if table is None:
         return out
     data = table.to_pydict()
     values = [data.get(c) or [None] * table.num_rows for c in names]

@@ -395,8 +395,8 @@ def test_records_are_only_what_they_claim_to_be(tmp_path, capsys):
     todo, measured, _ = split_measured(pts, sweep_dir, force=False)
     assert [p.point_id for p in measured] == [ids[0]] and [p.point_id for p in todo] == ids[1:]
     seen = status._records(sweep_dir, dict.fromkeys(ids))
-    assert {pid: r["status"] for pid, r in seen.items()} == table["status"].to_dict()
-    assert "not its folder's" in seen[ids[1]]["message"]
+    assert {pid: r[0] for pid, r in seen.items()} == table["status"].to_dict()   # (status, start, message)
+    assert "not its folder's" in seen[ids[1]][2]
 
 
 # --------------------------------------------------------------------------- disk full, unwritable

@@ -306,4 +306,4 @@ def test_record_that_is_a_fifo_is_invalid_not_a_hang(tmp_path, capsys, _alarm):
     (aggregate_cache := sweep_dir / "results.parquet").unlink()   # status reads the file itself, not the cache
     assert not aggregate_cache.exists()
     got = status._records(sweep_dir, {"aaaaaaaaaaaa": {}, "bbbbbbbbbbbb": {}})
-    assert got["bbbbbbbbbbbb"]["status"] == "invalid" and "not a regular file (a FIFO)" in got["bbbbbbbbbbbb"]["message"]
+    assert got["bbbbbbbbbbbb"][0] == "invalid" and "not a regular file (a FIFO)" in got["bbbbbbbbbbbb"][2]
