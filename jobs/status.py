@@ -60,12 +60,12 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
 
     # An array task of several points (cluster.points_per_task) runs them in order: the first without a record
     # of this submission is the one running, those after it wait.
-    current = {task: next((p for p in pids if not fresh(recs[p], latest[p]["submitted"])), None)
+    current = {task: next((p for p in pids if not fresh(recs.get(p), latest[p]["submitted"])), None)
                for task, pids in _task_points(manifest, latest).items()}
     rows = []
     for pid, point in manifest.data["points"].items():
         sub = latest.get(pid, _NONE)
-        rec = recs[pid]
+        rec = recs.get(pid)
         is_fresh = fresh(rec, sub.get("submitted"))
         task = sub.get("task")
         job = jobs.get(task, _NONE) if task else _NONE
@@ -122,24 +122,18 @@ def _done(value: Any) -> Future:
 
 
 def _records(sweep_dir: Path, points: dict[str, Any],
-             seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> dict[str, tuple | None]:
-    """Point id -> what status needs of its record, (status, start_time, message), or None without one: from the
-    sweep's results store (jobs.store) where the record file is unchanged since its row was made, else read from
-    the file. `seen`: stored(sweep_dir) if the caller has it."""
-    stats, cached = seen or stored(sweep_dir)
+             seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> dict[str, tuple]:
+    """Point id -> what status needs of its record, (status, start_time, message), for the points with one: from
+    the sweep's results store (jobs.store) where the record file is unchanged since its row was made, else read
+    from the file. `seen`: stored(sweep_dir) if the caller has it (its dict is completed and returned)."""
+    stats, found = seen or stored(sweep_dir)
     points_dir = os.path.join(sweep_dir, "points", "")
-    out: dict[str, tuple | None] = {}
     for pid in points:
-        found = cached.get(pid)
-        if found is None and pid in stats:   # the same judge as aggregate's and resume's (records.read_point)
+        if pid not in found and pid in stats:   # the same judge as aggregate's and resume's (records.read_point)
             rec, why = records.read_point(f"{points_dir}{pid}{os.sep}{records.RECORD_NAME}")
-            if rec is None:
-                found = (INVALID, None, f"record not used: {why}")
-            else:
-                found = (rec["status"], (rec.get("provenance") or {}).get("start_time"),
-                         (rec.get("error") or {}).get("message"))
-        out[pid] = found
-    return out
+            found[pid] = (INVALID, None, f"record not used: {why}") if rec is None else \
+                (rec["status"], (rec.get("provenance") or {}).get("start_time"), (rec.get("error") or {}).get("message"))
+    return found
 
 
 def _task_points(manifest: Manifest, latest: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
@@ -147,7 +141,10 @@ def _task_points(manifest: Manifest, latest: dict[str, dict[str, Any]]) -> dict[
     out: dict[str, list[str]] = {}
     for entry in manifest.data["submissions"]:
         for g in entry["groups"].values():
-            for pid, task in zip(g["points"], g["tasks"] or ()):
+            tasks = g["tasks"] or ()
+            if len(set(tasks)) == len(tasks):   # a task per point (a task id is its array's, one group's)
+                continue
+            for pid, task in zip(g["points"], tasks):
                 if task and latest.get(pid, {}).get("task") == task:
                     out.setdefault(task, []).append(pid)
     return {task: pids for task, pids in out.items() if len(pids) > 1}
