@@ -128,7 +128,16 @@ def semantic(cfg: dict[str, Any]) -> dict[str, Any]:
         "workload": _workload_identity(cfg),
         "seed": cfg["seed"],
         "device_override": cfg.get("device_override"),
+        # the same cards over more nodes is another measurement; single-node points keep the ids they had
+        **({"nodes": n} if (n := _nodes_or_none(cfg)) and n > 1 else {}),
     }
+
+
+def _nodes_or_none(cfg: dict[str, Any]) -> int | None:
+    try:
+        return nodes_for(cfg)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):   # bad cards / cards_per_node: make_point says
+        return None
 
 
 def _workload_identity(cfg: dict[str, Any]) -> Any:

@@ -13,6 +13,14 @@ def test_point_id_is_stable_and_semantic(make_cfg):
         assert plan.point_id(make_cfg(change)) != plan.point_id(a), change
 
 
+def test_the_same_cards_over_more_nodes_is_another_point(make_cfg):
+    one = make_cfg("hardware=h100", "cards=4")
+    assert plan.nodes_for(one) == 1 and plan.nodes_for(make_cfg("hardware=h100", "cards=4",
+                                                                "hardware.cards_per_node=2")) == 2
+    assert plan.point_id(one) != plan.point_id(make_cfg("hardware=h100", "cards=4", "hardware.cards_per_node=2"))
+    assert plan.point_id(one) == plan.point_id(make_cfg("hardware=h100", "cards=4", "hardware.cards_per_node=4"))
+
+
 @pytest.mark.parametrize("overrides, pinned", [
     ((), "ec78d3c93f49"), (("cards=2", "precision=bf16"), "923802edd228"),
     # engine auto ran hf on h100 and habana on gaudi3 before vllm became what auto runs there: the same points
