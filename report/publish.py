@@ -19,8 +19,8 @@ def publish(site: Path | str, target: Path | str) -> Path:
     site, target = Path(site), Path(target)
     if not (site / "index.html").is_file():
         raise FileNotFoundError(f"not a built report site (no index.html): {site}")
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"the target {target} is a file; give a directory")
+    if why := files.output_problem(target, "the target", directory=True):
+        raise ValueError(why)
     src, dst = site.resolve(), target.resolve()
     if dst == src or src in dst.parents:
         raise ValueError(f"the target {target} is the site {site} itself or inside it; publish somewhere else")

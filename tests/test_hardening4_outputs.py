@@ -1,0 +1,75 @@
+"""Bad input and faults, fourth probe: output paths. Each test is one row of the table in
+docs/explanation/faults.md."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis import aggregate
+from jobs import cluster, records
+from jobs.manifest import Manifest
+from report import build, publish
+from tests.test_hardening import ENV, _cli, _points, _record
+
+PID = "aaaaaaaaaaaa"
+PROC = Path("/proc")   # a directory where no file can be made, even by root
+
+
+def run(cwd: Path, *args: str, env: dict | None = None, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env or ENV, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+
+
+def files_under(d: Path) -> list[Path]:
+    return sorted(p for p in d.rglob("*"))
+
+
+@pytest.fixture
+def sweep_dir(tmp_path) -> Path:
+    d = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(d / "points", PID), _record("ok", pid=PID))
+    return d
+
+
+# --------------------------------------------------------------------------- output paths of the CLIs
+
+def test_history_csv_that_cannot_be_written_is_refused_up_front(tmp_path, sweep_dir):
+    """--csv under a file or in /proc: one `error:` line, exit 2, before the table is printed; nothing written."""
+    (tmp_path / "afile").write_text("")
+    before = files_under(tmp_path)
+    cases = [(tmp_path / "afile" / "h.csv", f"{tmp_path / 'afile'} is a file, not a directory"),
+             (sweep_dir, "is a directory; give a file")]
+    if PROC.is_dir():
+        cases.append((PROC / "x.csv", "no file can be created in /proc"))
+    for csv, why in cases:
+        proc = run(tmp_path, "analysis.history", str(sweep_dir), "--csv", str(csv))
+        err = proc.stderr.strip().splitlines()[-1]   # after argparse's usage, as its other refusals
+        assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr, proc.stderr
+        assert err.startswith("python -m analysis.history: error: --csv ") and str(csv) in err and why in err, err
+    assert files_under(tmp_path) == before
+    # a missing parent is made, as for every other output path (aggregate --out, report.build --out)
+    proc = run(tmp_path, "analysis.history", str(sweep_dir), "--csv", "reports/history.csv")
+    assert proc.returncode == 0 and (tmp_path / "reports" / "history.csv").is_file(), proc.stderr
+
+
+def test_every_output_directory_option_is_checked_up_front(tmp_path, sweep_dir, capsys):
+    """aggregate --out, report.build --out and report.publish's target under a file or in /proc: exit 2 naming
+    the path, before anything is read or written (they failed with exit 1 once the work was done)."""
+    assert aggregate.main([str(sweep_dir)]) == 0
+    assert build.main([str(sweep_dir), "--out", str(sweep_dir / "site")]) == 0
+    (tmp_path / "afile").write_text("")
+    before = files_under(tmp_path)
+    bad = [(tmp_path / "afile" / "out", "afile is a file, not a directory")]
+    if PROC.is_dir():
+        bad.append((PROC / "nope", "no file can be created in /proc"))
+    for out, why in bad:
+        for main, argv, name in [(aggregate.main, [str(sweep_dir), "--out", str(out)], "--out"),
+                                 (build.main, [str(sweep_dir), "--out", str(out)], "--out"),
+                                 (publish.main, [str(sweep_dir / "site"), str(out)], "the target")]:
+            rc, err = _cli(capsys, main, *argv)
+            assert rc == 2 and f"error: {name} {out} cannot be written: " in err and why in err, err
+    assert files_under(tmp_path) == before
