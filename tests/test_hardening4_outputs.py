@@ -73,3 +73,53 @@ def test_every_output_directory_option_is_checked_up_front(tmp_path, sweep_dir, 
             rc, err = _cli(capsys, main, *argv)
             assert rc == 2 and f"error: {name} {out} cannot be written: " in err and why in err, err
     assert files_under(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- jobs.cluster init
+
+@pytest.fixture
+def user_dir(tmp_path, monkeypatch) -> Path:
+    d = tmp_path / "config"
+    monkeypatch.setenv("ACCELSWEEP_CONFIG_DIR", str(d))
+    monkeypatch.delenv("ACCELSWEEP_CLUSTER", raising=False)
+    return d
+
+
+def test_cluster_init_output_that_cannot_be_written(tmp_path, user_dir, monkeypatch, capsys):
+    """--out under a file or in /proc, $ACCELSWEEP_CONFIG_DIR a file: exit 2 naming the path, before the
+    scheduler is asked (they were tracebacks from mkdir); nothing written."""
+    from jobs.schedulers import base
+
+    def asked(kind):
+        raise AssertionError("the scheduler was asked before the output path was checked")
+
+    monkeypatch.setattr(base, "get", asked)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    under_a_file = f"error: --out {afile / 's4.yaml'} cannot be written: {afile} is a file, not a directory"
+    cases = [(["--no-default", "--out", str(afile / "s4.yaml")], under_a_file)]
+    if PROC.is_dir():
+        in_proc = "error: --out /proc/s5.yaml cannot be written: no file can be created in /proc"
+        cases.append((["--no-default", "--out", "/proc/s5.yaml"], in_proc))
+    for argv, why in cases:
+        rc, err = _cli(capsys, cluster.main, "init", "s", *argv)
+        assert rc == 2 and err.startswith(why) and len(err.strip().splitlines()) == 1, err
+    monkeypatch.setenv("ACCELSWEEP_CONFIG_DIR", str(afile))
+    rc, err = _cli(capsys, cluster.main, "init", "s1")
+    assert rc == 2 and f"the cluster file {afile / 'cluster' / 's1.yaml'} cannot be written: {afile} is a file" \
+        in err and "ACCELSWEEP_CONFIG_DIR" in err, err
+    (user_dir / "defaults.yaml").mkdir(parents=True)   # made the default: that file is written too
+    monkeypatch.setenv("ACCELSWEEP_CONFIG_DIR", str(user_dir))
+    rc, err = _cli(capsys, cluster.main, "init", "s1")
+    assert rc == 2 and f"the defaults file {user_dir / 'defaults.yaml'} is a directory" in err, err
+    assert files_under(tmp_path) == [afile, user_dir, user_dir / "defaults.yaml"]
+
+
+def test_cluster_show_with_a_default_that_has_no_file(user_dir, capsys):
+    user_dir.mkdir()
+    (user_dir / "defaults.yaml").write_text("cluster: gone\n")
+    rc, err = _cli(capsys, cluster.main, "show")
+    assert rc == 2 and err.startswith("error: the default cluster 'gone' (from ") and "has no cluster file" in err
+    (user_dir / "cluster").mkdir()
+    (user_dir / "cluster" / "gone.yaml").write_text("name: gone\nkind: local\n")
+    assert cluster.main(["show"]) == 0
