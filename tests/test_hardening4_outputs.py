@@ -123,3 +123,48 @@ def test_cluster_show_with_a_default_that_has_no_file(user_dir, capsys):
     (user_dir / "cluster").mkdir()
     (user_dir / "cluster" / "gone.yaml").write_text("name: gone\nkind: local\n")
     assert cluster.main(["show"]) == 0
+
+
+# --------------------------------------------------------------------------- report.publish
+
+def _site(tmp_path: Path) -> Path:
+    site = tmp_path / "site"
+    for rel, text in [("index.html", "<p>site</p>"), ("assets/style.css", "site css"), ("data/deep/x.csv", "a,b")]:
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    return site
+
+
+def test_publish_never_writes_through_a_link_in_the_target(tmp_path, capsys):
+    """www/assets -> other/ (and a link deeper down): the links are replaced by real directories, as a linked
+    index.html is replaced by the site's file; other/ is untouched."""
+    site, www, other = _site(tmp_path), tmp_path / "www", tmp_path / "other"
+    (other / "deep").mkdir(parents=True)
+    (other / "style.css").write_text("mine")
+    (www / "data").mkdir(parents=True)
+    (www / "assets").symlink_to(other)
+    (www / "data" / "deep").symlink_to(other / "deep")
+    (www / "index.html").symlink_to(other / "style.css")
+    assert publish.main([str(site), str(www)]) == 0
+    assert "www/assets was a symbolic link" in capsys.readouterr().err
+    assert files_under(other) == [other / "deep", other / "style.css"] and (other / "style.css").read_text() == "mine"
+    for rel in ("index.html", "assets/style.css", "data/deep/x.csv"):
+        assert not (www / rel).is_symlink() and (www / rel).read_text() == (site / rel).read_text()
+    assert not (www / "assets").is_symlink() and not (www / "data" / "deep").is_symlink()
+
+
+@pytest.mark.parametrize("in_the_way", ["file", "dir"])
+def test_publish_refuses_what_is_in_the_way(tmp_path, capsys, in_the_way):
+    """A file where the site has a directory, or a directory where it has a file: exit 2 naming it; nothing copied."""
+    site, www = _site(tmp_path), tmp_path / "www"
+    www.mkdir()
+    if in_the_way == "file":
+        (www / "assets").write_text("")
+        path, why = www / "assets", "is a file where the site has a directory"
+    else:
+        (www / "index.html").mkdir()
+        path, why = www / "index.html", "is a directory where the site has a file"
+    before = files_under(www)
+    rc, err = _cli(capsys, publish.main, str(site), str(www))
+    assert rc == 2 and f"error: {path} {why}" in err, err
+    assert files_under(www) == before
