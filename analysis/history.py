@@ -387,4 +387,6 @@ def newest_rows(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -168,3 +168,26 @@ def test_publish_refuses_what_is_in_the_way(tmp_path, capsys, in_the_way):
     rc, err = _cli(capsys, publish.main, str(site), str(www))
     assert rc == 2 and f"error: {path} {why}" in err, err
     assert files_under(www) == before
+
+
+# --------------------------------------------------------------------------- a closed pipe
+
+@pytest.mark.parametrize("argv", [["jobs.status", "{sweep}"], ["analysis.history", "{sweep}"],
+                                  ["analysis.aggregate", "{sweep}"], ["jobs.cluster", "show"],
+                                  ["report.build", "{sweep}", "--out", "{sweep}/site"]])
+def test_a_closed_pipe_ends_a_command_quietly(tmp_path, sweep_dir, argv):
+    """`python -m jobs.status runs/x | head`: the reader gone, the command ends without a traceback (exit 1, as
+    rich's console does)."""
+    if argv[0] == "jobs.status":
+        m = Manifest(sweep_dir)
+        m.begin(_points([PID]), cluster={"name": "local", "kind": "local"}, argv=["x"])
+        m.save()
+    if argv[0] == "report.build":
+        assert aggregate.main([str(sweep_dir)]) == 0
+    read, write = os.pipe()
+    os.close(read)   # the reader went away before the first line
+    try:
+        proc = run(tmp_path, *[a.format(sweep=sweep_dir) for a in argv], stdout=write)
+    finally:
+        os.close(write)
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr
