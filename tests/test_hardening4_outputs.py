@@ -191,3 +191,35 @@ def test_a_closed_pipe_ends_a_command_quietly(tmp_path, sweep_dir, argv):
     finally:
         os.close(write)
     assert proc.returncode == 1 and proc.stderr == "", proc.stderr
+
+
+# --------------------------------------------------------------------------- what a local sweep leaves
+
+def test_local_sweep_leaves_no_empty_job_folder(tmp_path):
+    """submitit's local controller makes the folder it is given, submitit/%j, which stays empty: it is removed."""
+    from jobs.schedulers import local
+
+    assert local.run({"g": _points([PID])}, tmp_path, max_parallel=1) == {PID: "failed"}   # (no config: fails)
+    assert [p.name for p in (tmp_path / "submitit").iterdir()] != [] and not (tmp_path / "submitit" / "%j").exists()
+
+
+def test_worker_result_written_whole_or_not_at_all(tmp_path):
+    """A disk that fills while submitit dumps a worker's result leaves no <job>_result.pkl.save_tmp behind (it
+    also made submitit's dump of the error fail: 'A temporary saved file already exists')."""
+    script = f"""
+import resource, signal
+from pathlib import Path
+from submitit.core import utils
+from jobs.point import Worker
+Worker.start(None)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    with utils.temporary_save_path(Path({str(tmp_path)!r}) / "1_0_result.pkl") as tmp:
+        utils.cloudpickle_dump(("success", b"x" * 100_000), tmp)
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], env=ENV, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "WriteFailed", proc.stderr
+    assert os.listdir(tmp_path) == []
