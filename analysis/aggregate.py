@@ -435,9 +435,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                "(default: an error, exit status 2)")
     args = ap.parse_args(argv)
     out = args.out or Path(args.runs[0])
-    if out.exists() and not out.is_dir():
-        ap.error(f"--out {out} is a file; give a directory")
     if args.out and (why := out_problem(args.out, args.runs)):
+        ap.error(why)
+    if why := files.output_problem(out, "--out", directory=True):
         ap.error(why)
     try:
         table = aggregate(args.runs)
@@ -458,4 +458,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.derived import ratio_intervals, workload_sets
+from jobs import files
 from jobs.inject import INFO
 from jobs.metrics import DERIVED, directions
 
@@ -336,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
+    if args.csv and (why := files.output_problem(args.csv, "--csv")):
+        ap.error(why)
     try:
         runs = load_runs(args.runs)
         spec = None
@@ -350,7 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no sweep directories under {', '.join(args.runs)} (looked for points/ and */points/)")
     print(text_report(h, show_all=args.all))
     if args.csv:
-        h.series.to_csv(args.csv, index=False)
+        try:
+            with files.atomic(args.csv) as tmp:
+                h.series.to_csv(tmp, index=False)
+        except files.WriteFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
         print(f"series: {args.csv}")
     status = 0
     if args.fail_on != "none" and (h.count(REGRESSION) or (args.fail_on == "change" and h.count(IMPROVEMENT))):
@@ -379,4 +387,6 @@ def newest_rows(runs: list[tuple[str, pd.DataFrame]]) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -177,4 +176,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from jobs import conf
+from jobs import conf, files
 from jobs.schedulers import base as schedulers
 
 ENV_NAME = "ACCELSWEEP_CLUSTER"
@@ -46,12 +46,19 @@ def with_default(argv: list[str]) -> list[str]:
         raise SystemExit(2) from None
     if name is None:
         return argv
-    if conf.find("cluster", name) is None:
-        shipped, user = (d / "cluster" / f"{name}.yaml" for d in (conf.SHIPPED, conf.user_dir()))
-        print(f"error: the default cluster {name!r} (from {source}) has no cluster file: neither "
-              f"{shipped} nor {user} exists; write one with python -m jobs.cluster init {name}", file=sys.stderr)
+    if why := missing_file(name, source):
+        print(f"error: {why}", file=sys.stderr)
         raise SystemExit(2)
     return [*argv, f"cluster={name}"]
+
+
+def missing_file(name: str, source: str) -> str | None:
+    """Why the default cluster `name` (from `source`) cannot be used, or None: it has no cluster file."""
+    if conf.find("cluster", name) is not None:
+        return None
+    shipped, user = (d / "cluster" / f"{name}.yaml" for d in (conf.SHIPPED, conf.user_dir()))
+    return (f"the default cluster {name!r} (from {source}) has no cluster file: neither {shipped} nor {user} "
+            f"exists; write one with python -m jobs.cluster init {name}")
 
 
 # ---- init: a cluster file from what the site's scheduler says ----------------------------------------------
@@ -63,14 +70,22 @@ def init(name: str, *, out: Path | None, make_default: bool, force: bool, kind: 
         raise ValueError(f"cluster name {name!r} is a shipped cluster file (hydra_conf/cluster/{name}.yaml), which "
                          "would shadow yours; choose another name")
     path = out or conf.user_dir() / "cluster" / f"{name}.yaml"
+    # both files checked before the scheduler is asked, so that a bad path writes neither
+    writes = [(path, "--out" if out else "the cluster file")]
+    if make_default:
+        writes.append((conf.user_dir() / DEFAULTS, "the defaults file"))
+    for where, what in writes:
+        if why := files.output_problem(where, what):
+            home = conf.user_dir() in (where, *where.parents)
+            raise ValueError(why + (f" (the user config directory {conf.user_dir()} is ${conf.ENV_DIR}, else "
+                                    "~/.config/accelsweep)" if home else ""))
     if path.exists() and not force:
         raise ValueError(f"{path} exists; --force overwrites it")
     text = schedulers.get(kind).describe_site(name)   # jobs.schedulers.slurm: sinfo, scontrol, sacctmgr
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    files.write_text(path, text)
     if make_default:
-        (conf.user_dir() / DEFAULTS).parent.mkdir(parents=True, exist_ok=True)
-        (conf.user_dir() / DEFAULTS).write_text(f"cluster: {name}   # the site used when a command names no cluster=\n")
+        files.write_text(conf.user_dir() / DEFAULTS,
+                         f"cluster: {name}   # the site used when a command names no cluster=\n")
     return path
 
 
@@ -91,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         except conf.ConfigFileError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        if name and (why := missing_file(name, source)):
+            print(f"error: {why}", file=sys.stderr)
+            return 2
         print(f"default cluster: {name} (from {source})" if name else "default cluster: local (none configured)")
         return 0
     home = conf.user_dir() / "cluster" / f"{args.name}.yaml"   # where cluster=NAME is looked up
@@ -104,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     except schedulers.SchedulerError as exc:
         print(f"error: cannot read this site's scheduler ({args.kind}): {exc}", file=sys.stderr)
         return 1
+    except files.WriteFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(path.read_text(), end="")
     if elsewhere and not args.no_default:   # a default that names no file would refuse every plain sweep
         print(f"wrote {path}; not made the default site: cluster={args.name} is looked up as {home} (init without --out "
@@ -115,4 +136,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -30,6 +30,29 @@ def _umask() -> int:
     return mask
 
 
+def output_problem(path: Path | str, name: str, *, directory: bool = False) -> str | None:
+    """Why the output `path` given as `name` (e.g. '--out') cannot be written, or None: checked before any work,
+    so that a bad output path is refused as bad input (nothing computed, nothing written) rather than failing
+    once the work is done. `directory`: a directory to write files in. Missing parents are fine (atomic() makes
+    them); the nearest existing one must be a directory this user can create a file in."""
+    path = Path(path)
+    if path.is_dir() and not directory:
+        return f"{name} {path} is a directory; give a file"
+    if os.path.lexists(path) and not path.is_dir() and directory:
+        return f"{name} {path} is a file; give a directory"
+    where = path if directory else path.parent
+    near = next((d for d in (where, *where.parents) if os.path.lexists(d)), Path("."))
+    if not near.is_dir():
+        return f"{name} {path} cannot be written: {near} is {'a broken link' if near.is_symlink() else 'a file'}, " \
+               "not a directory"
+    try:   # access(2) says yes to root where no file can be made (/proc, a read-only mount for some)
+        with tempfile.TemporaryFile(dir=near):
+            pass
+    except OSError as exc:
+        return f"{name} {path} cannot be written: no file can be created in {near} ({exc.strerror or exc})"
+    return None
+
+
 def mkdirs(path: Path | str, follow_dir: bool = True) -> None:
     """Create `path` and its missing parents; with `follow_dir` each new one no more open than its parent."""
     path = Path(path)

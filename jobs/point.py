@@ -68,6 +68,9 @@ class Worker:
 
     @classmethod
     def start(cls, owner: dict[str, Any] | None) -> Worker:
+        # submitit dumps this worker's result when it returns: whole or not at all, so a full disk leaves no
+        # half-written <job>_result.pkl.save_tmp behind (nor one that blocks its error's dump)
+        files.atomic_job_files()
         if threading.current_thread() is threading.main_thread():
             watchdog.observe_limit()
         if owner is not None:

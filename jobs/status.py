@@ -385,4 +385,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -279,9 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
-    if args.out.exists() and not args.out.is_dir():
-        ap.error(f"--out {args.out} is a file; give a directory")
-    if why := out_problem(args.out, [*args.inputs, *(args.baseline or [])]):
+    if why := (out_problem(args.out, [*args.inputs, *(args.baseline or [])])
+               or files.output_problem(args.out, "--out", directory=True)):
         ap.error(why)
     try:
         runs = load_runs(args.inputs)
@@ -308,4 +307,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

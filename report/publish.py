@@ -6,6 +6,7 @@ that the site does not have are left alone. Prints the path of the published ind
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,22 +20,51 @@ def publish(site: Path | str, target: Path | str) -> Path:
     site, target = Path(site), Path(target)
     if not (site / "index.html").is_file():
         raise FileNotFoundError(f"not a built report site (no index.html): {site}")
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"the target {target} is a file; give a directory")
+    if why := files.output_problem(target, "the target", directory=True):
+        raise ValueError(why)
     src, dst = site.resolve(), target.resolve()
     if dst == src or src in dst.parents:
         raise ValueError(f"the target {target} is the site {site} itself or inside it; publish somewhere else")
-    found = site_files(src)
-    for path in found:
-        files.copy_file(path, dst / path.relative_to(src), follow_dir=False)
+    found = [path.relative_to(src) for path in site_files(src)]
+    for link in links_in_the_way(dst, found):
+        print(f"note: {link} was a symbolic link (to {os.readlink(link)}); replaced by a directory of the site's "
+              "files, so that nothing is written outside the target", file=sys.stderr)
+        link.unlink()
+    for rel in found:
+        files.copy_file(src / rel, dst / rel, follow_dir=False)
     return target / "index.html"
+
+
+def links_in_the_way(dst: Path, found: list[Path]) -> list[Path]:
+    """The symbolic links inside the target where the site puts a directory (target/assets -> elsewhere), to be
+    replaced by real directories: writing through one would write outside the target, and a linked file
+    (index.html) is replaced by the site's file too (the rename replaces the link). Anything else in the way (a
+    file where the site has a directory, a directory where it has a file) refuses the whole site before anything
+    is changed (ValueError). `found`: the site's files, relative to it."""
+    links: list[Path] = []
+
+    def below_a_link(rel: Path) -> bool:   # what lies beneath a link is elsewhere and will not be looked at
+        return any(dst / p in links for p in rel.parents)
+
+    for rel in sorted({p for f in found for p in f.parents if p != Path(".")}):   # parents before children
+        path = dst / rel
+        if below_a_link(rel):
+            continue
+        if path.is_symlink():
+            links.append(path)
+        elif os.path.lexists(path) and not path.is_dir():
+            raise ValueError(f"{path} is a file where the site has a directory; remove it or publish elsewhere")
+    for rel in found:
+        path = dst / rel
+        if not below_a_link(rel) and path.is_dir() and not path.is_symlink():
+            raise ValueError(f"{path} is a directory where the site has a file; remove it or publish elsewhere")
+    return links
 
 
 def site_files(src: Path) -> list[Path]:
     """Every file of the site, which must all be regular files: a symbolic link (site/data/x -> /etc/shadow)
     would publish what it points to, and a link copied as a link would point outside the published copy; so
     either refuses the whole site before anything is copied (ValueError)."""
-    import os
     import stat
 
     found = []
@@ -69,4 +99,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from jobs import progress
+
+    progress.run(main)

@@ -26,6 +26,7 @@ from jobs.point import failure_record, run_point, run_points
 from jobs.schedulers.base import ACTIVE, JobState, Outcome, Scheduler, Submission, group_label, job_name
 
 JOURNALS = "local"   # in the sweep directory
+JOB_FOLDER = "%j"    # under submitit/: each worker's files go to submitit/<its job id>/
 
 
 def _executor(resources: Resources, folder: Path, points: int = 1):
@@ -33,7 +34,7 @@ def _executor(resources: Resources, folder: Path, points: int = 1):
     import submitit
 
     files.atomic_job_files()
-    ex = submitit.LocalExecutor(folder=folder / "%j")
+    ex = submitit.LocalExecutor(folder=folder / JOB_FOLDER)
     ex.update_parameters(timeout_min=resources.time_min * points, tasks_per_node=resources.tasks_per_node,
                          nodes=1, gpus_per_node=resources.gpus_per_node)
     return ex
@@ -441,6 +442,11 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     finally:
         journal.close()
         unregister(owner)
+        # submitit's local controller makes the folder it is given, submitit/%j itself, and never writes in it
+        try:
+            (sweep_dir / "submitit" / JOB_FOLDER).rmdir()
+        except OSError:
+            pass
         watchdog.release(owner)
         for sig, was in previous.items():
             signal.signal(sig, was)
