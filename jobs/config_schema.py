@@ -13,9 +13,10 @@ model's architecture config is passed to transformers as it is).
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from jobs import noise
@@ -63,6 +64,11 @@ class Key:
               "any": lambda v: True}[self.kind](value)
         if not ok:
             return f"{path}={value!r} must be {self._what()}{' or null' if self.null else ''}"
+        # nan passes every comparison, and the record's JSON has no nan or inf
+        if self.kind == "float" and not math.isfinite(value):
+            return f"{path}={value!r} must be {self._what()}; nan and inf are not allowed"
+        if self.kind == "any" and (where := not_finite(value, path)):
+            return f"{where} is not allowed: a number must be finite (not nan or inf)"
         if self.kind in ("int", "float") and ((self.min is not None and value < self.min)
                                                or (self.max is not None and value > self.max)):
             return f"{path}={value!r} must be {self._what()}"
@@ -101,12 +107,27 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
+def not_finite(value: Any, path: str) -> str | None:
+    """`path=value` of the first nan or inf anywhere in `value` (nested mappings and lists), else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path}={value!r}"
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((w for p, v in items if (w := not_finite(v, p))), None)
+
+
 @dataclass(frozen=True)
 class Open:
-    """A block with free keys, each value checked against `values` (None: anything)."""
+    """A block with free keys, each value checked against `values` (None: anything); with `keys`, a block whose
+    keys are those, each optional (declared null: null keeps what is below it)."""
 
     values: Key | None = None
     null: bool = False
+    keys: dict[str, Key] | None = None
 
 
 # `meta`: a workload key's default, help, identity and column (Key).
@@ -134,10 +155,13 @@ def Ints(min: float | None = None, max: float | None = None, null: bool = False,
     return Key("list", null=null, items=Int(min=min, max=max), **meta)
 
 
+ANY = Key("any", null=True)   # any value but nan and inf (every config travels as JSON, which has neither)
+
 DEVICES = ("cuda", "rocm", "hpu", "cpu")
+# Slurm's --cpus-per-task and --mem take whole numbers >= 1 (null: none asked for)
 SLURM = {"cluster": Str(null=True), "partition": Str(null=True),
          "gpu_request": Str(choices=("none", "gres", "gpus_per_node")), "gres_name": Str(null=True),
-         "cpus_per_card": Int(min=1, null=True), "mem_per_card_gb": Num(min=0, null=True), "setup": Strs(null=True),
+         "cpus_per_card": Int(min=1, null=True), "mem_per_card_gb": Int(min=1, null=True), "setup": Strs(null=True),
          "container": Str(null=True)}
 
 SCHEMA: dict[str, Any] = {
@@ -171,7 +195,7 @@ SCHEMA: dict[str, Any] = {
     },
     "model": {
         "name": Str(), "family": Str(), "hf_id": Str(null=True), "init": Str(), "path": Str(null=True),
-        "params_b": Num(min=0, null=True), "config": Open(),
+        "params_b": Num(min=0, null=True), "config": Open(ANY),
     },
     "precision": {
         "name": Str(), "kind": Str(choices=("float", "quant")), "dtype": Str(), "weight_bits": Int(min=1, null=True),
@@ -181,16 +205,18 @@ SCHEMA: dict[str, Any] = {
         "name": Str(), "kind": Str(), "max_nodes": Int(min=1), "max_parallel": Int(min=1), "time_limit": Str(),
         "points_per_task": Int(min=1, null=True),   # slurm: points one array task runs in turn (jobs.submit)
         "account": Str(null=True), "qos": Str(null=True), "hardware": Strs(null=True),
-        "partitions": Open(Str(null=True), null=True), "slurm": Open(None, null=True),
-        "per_hardware": Open(None, null=True), "setup": Strs(null=True), "python": Str(null=True),
-        "report": Open(None, null=True),
+        "partitions": Open(Str(null=True), null=True),
+        # overrides the hardware file's slurm block, key by key
+        "slurm": Open(null=True, keys={k: replace(v, null=True) for k, v in SLURM.items()}),
+        "per_hardware": Open(ANY, null=True), "setup": Strs(null=True), "python": Str(null=True),
+        "report": Open(ANY, null=True),
         "limits": Open(Int(min=1, null=True), null=True),   # max_array_size, max_submit_jobs (jobs.cluster init)
         "dist_timeout": Str(null=True),   # torch.distributed's rendezvous and collective timeout (jobs.point)
-        "prices": Open(None, null=True),  # currency, card_hour.<hardware>: checked by jobs.cost.check_prices
+        "prices": Open(ANY, null=True),  # currency, card_hour.<hardware>: checked by jobs.cost.check_prices
     },
-    "experiment": Open(None, null=True),  # the +experiment group's own notes; what it sets is checked above
+    "experiment": Open(ANY, null=True),  # the +experiment group's own notes; what it sets is checked above
     # performance references, selector -> metric -> [value, lower, upper(, unit)]: checked by analysis.refcheck
-    "reference": Open(None, null=True),
+    "reference": Open(ANY, null=True),
 }
 
 
@@ -219,6 +245,8 @@ def _walk(spec: Any, value: Any, path: str, problems: list[str], home: str) -> N
             return
         if not isinstance(value, dict):
             problems.append(f"{path}={value!r} must be a mapping of key: value")
+        elif spec.keys is not None:
+            _walk(spec.keys, value, path, problems, home)   # every key is null-able: none is missing
         elif spec.values is not None:
             for k, v in value.items():
                 _walk(spec.values, v, f"{path}.{k}", problems, home)

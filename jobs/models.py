@@ -10,6 +10,10 @@ from jobs import conf
 
 # config.json keys that describe the file, not the architecture (transformers writes them with save_pretrained)
 _BOOKKEEPING = ("architectures", "transformers_version", "torch_dtype", "dtype", "auto_map")
+# sizes a model has at least one of: transformers builds a model with 0 layers (or -1 heads) and it "runs"
+SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+         "num_key_value_heads", "head_dim", "max_position_embeddings", "num_local_experts", "num_experts_per_tok",
+         "layers_per_block", "norm_num_groups")
 
 
 def adopt_checkpoint(cfg: dict[str, Any], overrides: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -92,7 +96,13 @@ def config_problem(model_cfg: dict[str, Any]) -> str | None:
     config. The shipped model files' configs are not built here (that would import torch into every plan):
     tests/test_hardening2.py builds each of them."""
     config = model_cfg.get("config")
-    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+    if not isinstance(config, dict):
+        return None
+    for key in SIZES:
+        v = config.get(key)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            return f"model.config.{key}={v!r} must be a whole number >= 1"
+    if not isinstance(config.get("model_type"), str):
         return None
     blob = json.dumps(config, sort_keys=True)
     if blob in _shipped_configs():

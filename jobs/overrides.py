@@ -37,7 +37,9 @@ def _unknown_key(path: str, spec: Any, where: str, prefix: str = "") -> str | No
     node, done = spec, [prefix] if prefix else []
     for part in path.split("."):
         if isinstance(node, config_schema.Open):
-            return None
+            if node.keys is None:
+                return None
+            node = node.keys
         if not isinstance(node, dict) or part not in node:
             known = ", ".join(node) if isinstance(node, dict) else "none: it is a value, not a section"
             return f"{'.'.join([*done, part])} is not a key of {where} (its keys: {known})"

@@ -428,9 +428,14 @@ def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
         if ranks * per_rank > cores:
             fit = cores * cards // (ranks * per_rank)
             noun = "worker processes" if ranks != 1 else "worker process"
-            return [f"cards={cards} on hardware={hw_name} runs {ranks} {noun} of {per_rank} core(s) "
-                    f"each ({source}) but this machine has {cores} core(s); use cards <= {fit}"
-                    + (f" or a smaller {source}" if per_rank > cards // ranks else "")]
+            if fit < 1:   # one worker alone wants more cores than there are: fewer cards alone cannot help
+                each = cores // ranks
+                hint = (f"use a smaller {source}: at most {each} core(s) per worker process" if each
+                        else f"use cards <= {cores} and a smaller {source}")
+            else:
+                hint = f"use cards <= {fit}" + (f" or a smaller {source}" if per_rank > cards // ranks else "")
+            return [(f"cards={cards} on hardware={hw_name} runs {ranks} {noun} of {per_rank} core(s) "
+                     f"each ({source}) but this machine has {cores} core(s); {hint}")]
         return []
     from jobs.devices import local_device_count
 

@@ -8,11 +8,13 @@ packed (examples concatenated, so no padding).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 PAD, BYTE_OFFSET = 0, 3
 SUFFIXES = (".jsonl", ".parquet")
+PLAN_LINES = 10_000   # lines of a JSONL data set checked at plan time (the rest when the point reads it)
 
 
 def check(data: dict[str, Any]) -> list[str]:
@@ -25,7 +27,37 @@ def check(data: dict[str, Any]) -> list[str]:
         return [f"workload.data.path={path!r} is not a file"]
     if not data.get("fields"):
         return ["workload.data.fields must name at least one text field of the data set"]
+    if str(path).endswith(".jsonl"):
+        try:
+            jsonl(path, limit=PLAN_LINES)
+        except (OSError, ValueError) as exc:
+            return [f"workload.data.path={path}: {exc}" if isinstance(exc, OSError) else str(exc)]
     return []
+
+
+def jsonl(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The objects of a JSONL file, read line by line so that a bad line is reported with its file and number."""
+    rows = []
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            where = f"workload.data.path={path}, line {n}"
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                 "a data set is JSON lines in UTF-8") from None
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{where}: a line must be a JSON object")  # noqa: TRY004  bad input, not a bug
+            rows.append(row)
+            if limit is not None and n >= limit:
+                break
+    return rows
 
 
 def examples(data: dict[str, Any]) -> list[str]:
@@ -37,7 +69,7 @@ def examples(data: dict[str, Any]) -> list[str]:
         return [topics[k] for k in sorted(topics)]
     import pandas as pd
 
-    frame = pd.read_json(path, lines=True) if str(path).endswith(".jsonl") else pd.read_parquet(path)
+    frame = pd.DataFrame.from_records(jsonl(path)) if str(path).endswith(".jsonl") else pd.read_parquet(path)
     fields = [f for f in data["fields"] if f in frame]
     if not fields:
         raise ValueError(f"workload.data.fields={list(data['fields'])} names no column of {path} "
