@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -34,3 +35,14 @@ def _no_user_site(tmp_path_factory):
     mp.setenv("ACCELSWEEP_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
     yield
     mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """A point run in-process sets the thread variables and vLLM's (jobs.devices, the engines), as a job must:
+    the next test starts from the environment this one started with."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
