@@ -183,16 +183,16 @@ def _read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None, tu
 
 
 def _valid(data: Any) -> tuple[dict[str, Any] | None, str | None]:
-    if _fast_check().is_valid(data):
-        return data, None
-    import jsonschema  # imported only here: it says where and why
+    if not _fast_check().is_valid(data):
+        import jsonschema  # imported only here: it says where and why
 
-    try:
-        _validator().validate(data)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(map(str, exc.absolute_path)) or "the record"
-        return None, f"does not follow the record schema at {where}: {exc.message[:300]}"
-    return data, None
+        try:
+            _validator().validate(data)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(map(str, exc.absolute_path)) or "the record"
+            return None, f"does not follow the record schema at {where}: {exc.message[:300]}"
+    why = _inconsistent(data)
+    return (data, None) if why is None else (None, why)
 
 
 def read_point(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
@@ -220,6 +220,21 @@ def _read_point_stat(path: Path | str) -> tuple[dict[str, Any] | None, str | Non
         return None, (f"its point_id {rec['point_id']!r} is not its folder's ({os.path.basename(folder)!r}): a "
                       "record copied or moved from another point's folder"), size_mtime
     return rec, why, size_mtime
+
+
+def _inconsistent(rec: dict[str, Any]) -> str | None:
+    """Why a record that follows the schema still cannot be a table row (jobs.store.flatten), or None: what the
+    schema cannot say across its fields: a noise block about a metric the record lacks, or two fields that would
+    be one column (a parameter or metric named point_id, sweep or status; a metric named like a parameter)."""
+    params, metrics = rec["params"], rec["metrics"]
+    if (nz := rec.get("noise")) is not None and nz["metric"] not in metrics:
+        return f"its noise block is about metric {nz['metric']!r}, which its metrics lack (it has {len(metrics)})"
+    for k in store.IDENTITY:
+        if k in params or k in metrics:
+            return f"it has a parameter or metric named {k!r}, as its own {k} (its table row would show the wrong one)"
+    if both := sorted(metrics.keys() & params.keys()):
+        return f"{', '.join(map(repr, both))} is both a parameter and a metric of it (its table row would show one)"
+    return None
 
 
 @functools.lru_cache(maxsize=64)

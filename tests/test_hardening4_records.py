@@ -1,0 +1,103 @@
+"""Bad input and faults, fourth probe (records): each test is one row of the table in docs/explanation/faults.md.
+
+Aggregate, resume (jobs.submit.split_measured) and jobs.status count a point by one judge (jobs.records.read_point):
+these tests check that they agree where a record lies behind a link, breaks what the table relies on, or belongs to
+no point of the manifest."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis import aggregate
+from jobs import records, status
+from jobs.manifest import Manifest
+from jobs.submit import split_measured
+from tests.test_hardening import _points, _spec
+
+START = "2026-01-01T00:00:00+00:00"
+IDS = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
+
+
+def _measured(pid: str, status_: str = "ok") -> dict:
+    """A record as an inference job writes it: the main throughput with its noise block."""
+    prov = {**records.provenance(start_time=START), "start_time": START}
+    return records.make_record(point=_spec(pid), status=status_, provenance=prov,
+                               samples={"throughput_out_tok_s": [10.0, 11.0, 12.0], "latency_s": [1.0, 1.1, 1.2]},
+                               error=None if status_ == "ok" else records.error_info(type_="X", message="boom"))
+
+
+def _manifest(sweep_dir: Path, pids) -> Manifest:
+    pts = _points(pids)
+    m = Manifest(sweep_dir)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted="2025-01-01T00:00:00+00:00", job_id="local-1-1",
+                tasks=[f"local-1-1_{i}" for i in range(len(pts))], save=False)
+    m.save()
+    return Manifest.load(sweep_dir)
+
+
+def _judged(sweep_dir: Path, pids) -> tuple[dict, dict, dict]:
+    """(aggregate's status per point, jobs.status's, resume's: 'ok' for measured, 'todo' for to run)."""
+    table = aggregate.aggregate([sweep_dir]).set_index("point_id")
+    seen = status._records(sweep_dir, dict.fromkeys(pids))
+    todo, measured, _ = split_measured(_points(pids), sweep_dir, force=False)
+    return (table["status"].to_dict(), {pid: r[0] for pid, r in seen.items()},
+            {**{p.point_id: "todo" for p in todo}, **{p.point_id: "ok" for p in measured}})
+
+# --------------------------------------------------------------------------- what the table relies on (F8)
+
+def _del_main(rec):
+    del rec["metrics"]["throughput_out_tok_s"]
+
+
+NOISE = "its noise block is about metric 'throughput_out_tok_s', which its metrics lack"
+BROKEN = {
+    "main metric deleted": (_del_main, f"{NOISE} (it has 1)"),
+    "metrics empty": (lambda rec: rec.__setitem__("metrics", {}), f"{NOISE} (it has 0)"),
+    "a parameter named status": (lambda rec: rec["params"].__setitem__("status", "ok"),
+                                 "it has a parameter or metric named 'status', as its own status"),
+    "a metric named like a parameter": (lambda rec: rec["metrics"].__setitem__("cards", rec["metrics"]["latency_s"]),
+                                        "'cards' is both a parameter and a metric of it"),
+    "cards a string": (lambda rec: rec["params"].__setitem__("cards", "x"),
+                       "does not follow the record schema at params/cards"),
+    "cards a boolean": (lambda rec: rec["params"].__setitem__("cards", True),
+                        "does not follow the record schema at params/cards"),
+    "hardware a number": (lambda rec: rec["params"].__setitem__("hardware", 3),
+                          "does not follow the record schema at params/hardware"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_record_the_table_cannot_hold_is_invalid_not_a_crash(tmp_path, capsys, case):
+    """A record that follows the schema's shape but not what the table relies on (its noise block about a metric
+    it lacks: KeyError in jobs.store.flatten, aggregate and resume ended in a traceback while jobs.status said ok;
+    a column given twice; a type the column cannot take: an arrow error) is invalid by the one judge: aggregate
+    builds the rest of the table, resume measures it again, jobs.status says invalid."""
+    breaks, message = BROKEN[case]
+    sweep_dir = tmp_path / "runs" / "s"
+    _manifest(sweep_dir, IDS[:2])
+    for pid in IDS[:2]:
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), _measured(pid))
+    aggregate.aggregate([sweep_dir])   # the results store holds both rows
+    path = records.record_path(sweep_dir / "points", IDS[0])
+    rec = json.loads(path.read_text())
+    breaks(rec)
+    path.write_text(json.dumps(rec))
+    assert aggregate.main([str(sweep_dir)]) == 0
+    agg, st, resume = _judged(sweep_dir, IDS[:2])
+    assert agg == st == {IDS[0]: "invalid", IDS[1]: "ok"} and resume == {IDS[0]: "todo", IDS[1]: "ok"}
+    assert message in capsys.readouterr().err
+    rows = status.point_states(sweep_dir, Manifest.load(sweep_dir), jobs={})
+    assert status.counts(rows) == {"ok": 1, "invalid": 1}
+    assert message in next(r["detail"] for r in rows if r["point_id"] == IDS[0])
+
+
+def test_records_the_project_writes_pass_the_judge(tmp_path):
+    """The checks refuse none of what make_record writes: with or without a noise block, failed or ok."""
+    for pid, rec in zip(IDS, [_measured(IDS[0]), _measured(IDS[1], "failed"),
+                              records.make_record(point=_spec(IDS[2]), status="ok", samples={"latency_s": [1.0]},
+                                                  provenance=records.provenance(start_time=START))]):
+        path = records.write_record(records.record_path(tmp_path / "points", pid), rec)
+        assert records.read_point(path) == (rec, None)
