@@ -6,15 +6,16 @@ no point of the manifest."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from analysis import aggregate
-from jobs import records, status
+from jobs import plan, records, status, sweepdir
 from jobs.manifest import Manifest
-from jobs.submit import split_measured
-from tests.test_hardening import _points, _spec
+from jobs.submit import split_measured, unwritable
+from tests.test_hardening import _points, _spec, sweep
 
 START = "2026-01-01T00:00:00+00:00"
 IDS = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
@@ -45,6 +46,91 @@ def _judged(sweep_dir: Path, pids) -> tuple[dict, dict, dict]:
     todo, measured, _ = split_measured(_points(pids), sweep_dir, force=False)
     return (table["status"].to_dict(), {pid: r[0] for pid, r in seen.items()},
             {**{p.point_id: "todo" for p in todo}, **{p.point_id: "ok" for p in measured}})
+
+# --------------------------------------------------------------------------- sweep folders linked out (F6)
+
+@pytest.mark.parametrize("folder", sweepdir.FOLDERS)
+def test_a_sweep_folder_linked_out_of_the_sweep_is_refused_at_plan_time(make_cfg, tmp_path, folder):
+    """points/ (or store/, site/, submitit/, slurm/, local/) a link out of the sweep directory: its jobs wrote there,
+    and records there are not read, so every run measured each point again and counted it invalid. Refused before
+    anything is measured or written, whatever is to run."""
+    from jobs import sweep as sweep_mod
+
+    cfg = make_cfg(f"sweep.runs_dir={tmp_path / 'runs'}", "sweep.name=s", "sweep.report=false")
+    sweep_dir, scratch = tmp_path / "runs" / "s", tmp_path / "scratch" / folder
+    sweep_dir.mkdir(parents=True)
+    scratch.mkdir(parents=True)
+    (sweep_dir / folder).symlink_to(scratch)
+    with pytest.raises(plan.SweepRejected) as refused:
+        sweep_mod.run([([], cfg)])
+    why = str(refused.value)
+    assert f"{sweep_dir / folder} is a symbolic link to {scratch}, out of the sweep directory" in why, why
+    assert f"sweep.runs_dir={scratch.parent}" in why and f"or make {sweep_dir} itself the link" in why
+    assert ("every point would be measured again" in why) == (folder == "points")
+    assert [p.name for p in sweep_dir.iterdir()] == [folder] and list(scratch.iterdir()) == []   # nothing written
+
+
+def test_links_inside_the_sweep_and_the_sweep_itself_linked_are_accepted(tmp_path):
+    """What to do instead: the whole sweep directory a link (or under another sweep.runs_dir); a link that stays
+    inside the sweep directory is not refused either."""
+    real = tmp_path / "scratch" / "s"
+    (real / "points.real").mkdir(parents=True)
+    (real / "points").symlink_to(real / "points.real")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "s").symlink_to(real)
+    assert sweepdir.links_out(tmp_path / "runs" / "s") == [] and sweepdir.links_out(real) == []
+    assert unwritable(_points(IDS[:1]), tmp_path / "runs" / "s") == []
+
+
+def test_a_point_folder_linked_out_is_refused(tmp_path):
+    """points/<id> a link out: the job writes its record there, and it is never read."""
+    sweep_dir, outside = tmp_path / "runs" / "s", tmp_path / "elsewhere" / IDS[0]
+    (sweep_dir / "points").mkdir(parents=True)
+    outside.mkdir(parents=True)
+    (sweep_dir / "points" / IDS[0]).symlink_to(outside)
+    ((label, why),) = unwritable(_points(IDS[:2]), sweep_dir)
+    assert label == "seed=0" and why.startswith(f"{sweep_dir / 'points' / IDS[0]} is a symbolic link to {outside}, "
+                                                "out of the sweep directory"), why
+
+
+def test_a_linked_out_points_folder_is_refused_by_the_command(tmp_path):
+    """The probe's layout, by the command: exit 2 with one `error:` naming the link; nothing measured or written."""
+    cwd = tmp_path / "sweep"
+    (cwd / "runs" / "default").mkdir(parents=True)
+    (tmp_path / "scratch" / "points").mkdir(parents=True)
+    (cwd / "runs" / "default" / "points").symlink_to(tmp_path / "scratch" / "points")
+    proc = sweep(cwd, "workload.shape=16x16")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and f"{cwd}/runs/default/points is a symbolic link to " \
+        f"{tmp_path}/scratch/points, out of the sweep directory" in proc.stderr, proc.stderr
+    assert [p.name for p in (cwd / "runs" / "default").iterdir()] == ["points"]
+    assert list((tmp_path / "scratch" / "points").iterdir()) == []
+
+
+def test_records_moved_out_and_linked_back_are_judged_alike(tmp_path, capsys):
+    """Records written (and in the results store), then points/ moved out and linked back: the store said ok 2 to
+    aggregate and status while resume (read_point) said 0 measured. Now all three say invalid."""
+    sweep_dir = tmp_path / "runs" / "s"
+    for pid in IDS[:2]:
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), _measured(pid))
+    assert _judged(sweep_dir, IDS[:2]) == (dict.fromkeys(IDS[:2], "ok"),) * 3
+    shutil.move(sweep_dir / "points", tmp_path / "out")
+    (sweep_dir / "points").symlink_to(tmp_path / "out")
+    assert records.record_stats(sweep_dir) == dict.fromkeys(IDS[:2], records.OUTSIDE)
+    agg, st, resume = _judged(sweep_dir, IDS[:2])
+    assert agg == st == dict.fromkeys(IDS[:2], "invalid") and resume == dict.fromkeys(IDS[:2], "todo")
+    assert "leads out of its sweep directory" in capsys.readouterr().err
+    # one point's folder linked out, the other's record file: the same
+    shutil.move(tmp_path / "out", tmp_path / "out2")
+    (sweep_dir / "points").unlink()
+    (sweep_dir / "points").mkdir()
+    (sweep_dir / "points" / IDS[0]).symlink_to(tmp_path / "out2" / IDS[0])
+    (sweep_dir / "points" / IDS[1]).mkdir()
+    records.record_path(sweep_dir / "points", IDS[1]).symlink_to(records.record_path(tmp_path / "out2", IDS[1]))
+    assert set(records.record_stats(sweep_dir).values()) == {records.OUTSIDE}
+    agg, st, resume = _judged(sweep_dir, IDS[:2])
+    assert agg == st == dict.fromkeys(IDS[:2], "invalid") and resume == dict.fromkeys(IDS[:2], "todo")
+
 
 # --------------------------------------------------------------------------- what the table relies on (F8)
 
