@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from analysis import aggregate
-from jobs import plan, records, status, sweepdir
+from jobs import plan, records, status, store, sweepdir
 from jobs.manifest import Manifest
 from jobs.submit import split_measured, unwritable
 from tests.test_hardening import _points, _spec, sweep
@@ -46,6 +47,7 @@ def _judged(sweep_dir: Path, pids) -> tuple[dict, dict, dict]:
     todo, measured, _ = split_measured(_points(pids), sweep_dir, force=False)
     return (table["status"].to_dict(), {pid: r[0] for pid, r in seen.items()},
             {**{p.point_id: "todo" for p in todo}, **{p.point_id: "ok" for p in measured}})
+
 
 # --------------------------------------------------------------------------- sweep folders linked out (F6)
 
@@ -187,3 +189,34 @@ def test_records_the_project_writes_pass_the_judge(tmp_path):
                                                   provenance=records.provenance(start_time=START))]):
         path = records.write_record(records.record_path(tmp_path / "points", pid), rec)
         assert records.read_point(path) == (rec, None)
+
+
+# --------------------------------------------------------------------------- records the manifest does not name (F9)
+
+def test_status_counts_the_records_under_points_that_the_manifest_lacks(tmp_path, monkeypatch, capsys):
+    """Records copied into a sweep's points/ from another sweep (other points, 2 failed): aggregate counted 4
+    points (2 failed), jobs.status the manifest's 2 alone, even with --all. It lists them too, in their own group,
+    with hardware and cards from the record; from the results store once it holds them (no file read)."""
+    a = tmp_path / "runsA" / "s"
+    for pid in IDS[2:]:
+        records.write_point_record(records.record_path(a / "points", pid), _measured(pid, "failed"))
+    sweep_dir = tmp_path / "runs" / "s"
+    _manifest(sweep_dir, IDS[:2])
+    for pid in IDS[:2]:
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), _measured(pid))
+    subprocess.run(["cp", "-a", *(str(a / "points" / pid) for pid in IDS[2:]), str(sweep_dir / "points")],
+                   check=True)
+    rows = status.point_states(sweep_dir, Manifest.load(sweep_dir), jobs={})
+    table = aggregate.aggregate([sweep_dir])
+    assert status.counts(rows) == table["status"].value_counts().to_dict() == {"ok": 2, "failed": 2}
+    extra = {r["point_id"]: r for r in rows if r["group"] == status.UNLISTED}
+    assert sorted(extra) == IDS[2:] and {(r["state"], r["hardware"], r["cards"], r["detail"])
+                                          for r in extra.values()} == {("failed", "cpu", 1, "boom")}
+    assert status.record_ended(sweep_dir, Manifest.load(sweep_dir)) == []   # no job of theirs to record
+    seen = []
+    real = records.read_point
+    monkeypatch.setattr(records, "read_point", lambda p: (seen.append(p), real(p))[1])
+    assert status.main([str(sweep_dir), "--all"]) == 0   # the store holds every record now (aggregate compacted it)
+    out = capsys.readouterr().out
+    assert seen == [] and f"{sweep_dir}: ok 2 · failed 2" in out and status.UNLISTED in out, out
+    assert (sweep_dir / store.DIR / store.TABLE).is_file()
