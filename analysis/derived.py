@@ -188,7 +188,8 @@ def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> dict[str, pd.DataF
     by = ["hardware", *keys, *(c for c in PER_CARD_KEYS if c in table.columns)]
     base = match(ok_pos[table["cards"].iloc[ok_pos].eq(1).to_numpy()], by, table[by])
     prev = match(ok_pos, ["hardware", "cards", *keys], table[["hardware_previous", "cards", *keys]].rename(
-        columns={"hardware_previous": "hardware"}))
+        columns={"hardware_previous": "hardware"})) if "hardware_previous" in table else \
+        np.full(len(table), -1)   # records that do not name a previous generation: no speedup
     samples = table[f"{x}_samples"].to_numpy(object) if f"{x}_samples" in table else np.full(len(table), None)
     has_samples = np.array([_has_samples(s) for s in samples], bool)
     x_values = value.to_numpy(float)

@@ -48,22 +48,44 @@ def written_since(sweep_dir: Path | str, point_id: str, since: str) -> dict[str,
     return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= since else None
 
 
+OUTSIDE = (-1, -1)   # record_stats' (size, mtime_ns) of a record file that leads out of its sweep directory
+
+
 def record_stats(sweep_dir: Path) -> dict[str, tuple[int, int]]:
     """Point id -> (size, mtime_ns) of its record file under sweep_dir/points, sorted by id: one stat per record,
-    no file read."""
+    no file read. A record reached by a symbolic link that leads out of the sweep directory gets OUTSIDE, which
+    no row of the results store has: it is judged by read_point (which does not read it), as resume judges it."""
     points = os.path.join(sweep_dir, "points")
     try:
-        names = sorted(os.listdir(points))
+        names, links = [], set()
+        with os.scandir(points) as found:
+            for entry in found:   # whether an entry is a link comes with the listing (no stat)
+                names.append(entry.name)
+                if entry.is_symlink():
+                    links.add(entry.name)
     except OSError:
         return {}
+    names.sort()
+    sweep = os.fspath(sweep_dir)
+    away = outside(points, sweep) is not None   # points/ itself a link out
     out = {}
     for name in names:
+        path = f"{points}{os.sep}{name}{os.sep}{RECORD_NAME}"
         try:
-            st = os.stat(f"{points}{os.sep}{name}{os.sep}{RECORD_NAME}")
+            st = os.lstat(path)
+            linked = away or name in links or stat.S_ISLNK(st.st_mode)
+            if linked:
+                st = os.stat(path)
         except OSError:
             continue
-        out[name] = (st.st_size, st.st_mtime_ns)
+        out[name] = OUTSIDE if linked and (away or outside(path, sweep) is not None) else (st.st_size, st.st_mtime_ns)
     return out
+
+
+def outside(path: str, directory: str) -> str | None:
+    """The real path of `path` where it lies outside `directory` (a symbolic link on the way leads out), else None."""
+    real = os.path.realpath(path)
+    return None if real.startswith(_real(directory) + os.sep) else real
 
 
 def write_record(path: Path, record: dict[str, Any]) -> Path:
@@ -183,16 +205,16 @@ def _read_valid(path: Path | str) -> tuple[dict[str, Any] | None, str | None, tu
 
 
 def _valid(data: Any) -> tuple[dict[str, Any] | None, str | None]:
-    if _fast_check().is_valid(data):
-        return data, None
-    import jsonschema  # imported only here: it says where and why
+    if not _fast_check().is_valid(data):
+        import jsonschema  # imported only here: it says where and why
 
-    try:
-        _validator().validate(data)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(map(str, exc.absolute_path)) or "the record"
-        return None, f"does not follow the record schema at {where}: {exc.message[:300]}"
-    return data, None
+        try:
+            _validator().validate(data)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(map(str, exc.absolute_path)) or "the record"
+            return None, f"does not follow the record schema at {where}: {exc.message[:300]}"
+    why = _inconsistent(data)
+    return (data, None) if why is None else (None, why)
 
 
 def read_point(path: Path | str) -> tuple[dict[str, Any] | None, str | None]:
@@ -211,8 +233,7 @@ def _read_point_stat(path: Path | str) -> tuple[dict[str, Any] | None, str | Non
     if os.path.basename(os.path.dirname(folder)) != "points":
         return _read_valid(path)
     sweep = os.path.dirname(os.path.dirname(folder))
-    real = os.path.realpath(path)
-    if not real.startswith(_real(sweep) + os.sep):
+    if (real := outside(path, sweep)) is not None:
         return None, (f"leads out of its sweep directory (a link to {real}); records are read only from inside "
                       "the sweep directory"), None
     rec, why, size_mtime = _read_valid(path)
@@ -220,6 +241,21 @@ def _read_point_stat(path: Path | str) -> tuple[dict[str, Any] | None, str | Non
         return None, (f"its point_id {rec['point_id']!r} is not its folder's ({os.path.basename(folder)!r}): a "
                       "record copied or moved from another point's folder"), size_mtime
     return rec, why, size_mtime
+
+
+def _inconsistent(rec: dict[str, Any]) -> str | None:
+    """Why a record that follows the schema still cannot be a table row (jobs.store.flatten), or None: what the
+    schema cannot say across its fields: a noise block about a metric the record lacks, or two fields that would
+    be one column (a parameter or metric named point_id, sweep or status; a metric named like a parameter)."""
+    params, metrics = rec["params"], rec["metrics"]
+    if (nz := rec.get("noise")) is not None and nz["metric"] not in metrics:
+        return f"its noise block is about metric {nz['metric']!r}, which its metrics lack (it has {len(metrics)})"
+    for k in store.IDENTITY:
+        if k in params or k in metrics:
+            return f"it has a parameter or metric named {k!r}, as its own {k} (its table row would show the wrong one)"
+    if both := sorted(metrics.keys() & params.keys()):
+        return f"{', '.join(map(repr, both))} is both a parameter and a metric of it (its table row would show one)"
+    return None
 
 
 @functools.lru_cache(maxsize=64)

@@ -34,6 +34,7 @@ PREFIX, SUFFIX = "rows-", ".jsonl"   # a writer process's fragment
 CLAIMED = ".claimed-"          # in DIR: a folder of fragments being compacted (renamed: writers start a new one)
 STAT_KEYS = ("_point", "_size", "_mtime_ns")   # which record file (point id) and which version of it (stat)
 
+IDENTITY = ("point_id", "sweep", "status")   # a row's own columns: no parameter or metric may have these names
 STATS = ("p10", "p90", "p99", "n")
 PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_commit", "container",
               "start_time", "finish_time")

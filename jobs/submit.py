@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs import records, schedulers, status
+from jobs import records, schedulers, status, sweepdir
 from jobs.manifest import Manifest
 from jobs.plan import Point
 from jobs.schedulers.base import ACTIVE, Limits
@@ -34,10 +34,12 @@ def _writable(directory: Path) -> bool:
 
 
 def unwritable(points: list[Point], sweep_dir: Path) -> list[tuple[str, str]]:
-    """Plan time: (where, why) for each point to run whose record could not be written where it goes, so that
-    nothing is measured only to be lost: an unwritable points/ or point directory, a record path that is a
-    directory."""
+    """Plan time: (where, why) for each point to run whose record could not be written where it goes, or not read
+    back, so that nothing is measured only to be lost: an unwritable points/ or point directory, a record path
+    that is a directory, a folder of the sweep or a point's folder that is a link out of the sweep directory."""
     top = sweep_dir / "points"
+    if away := sweepdir.links_out(sweep_dir):
+        return away
     if top.exists() and not _writable(top):
         return [("sweep", f"{top} is not a directory this user can write to (its mode, an immutable flag, or a "
                           "read-only mount): no record could be written; make it writable (chmod u+w, chattr -i)")]
@@ -47,6 +49,10 @@ def unwritable(points: list[Point], sweep_dir: Path) -> list[tuple[str, str]]:
         if rec.is_dir() and not rec.is_symlink():
             out.append((p.label, f"{rec} is a directory, not a record: the point's record could not be written "
                                  f"there; remove it (rm -r {rec})"))
+        elif where.is_symlink() and (real := records.outside(str(where), str(sweep_dir))) is not None:
+            out.append((p.label, (f"{where} is a symbolic link to {real}, out of the sweep directory: the point's "
+                                  "record would be written there and not read back (records are read only from "
+                                  f"inside the sweep directory); remove the link (rm {where})")))
         elif where.exists() and not _writable(where):
             out.append((p.label, f"{where} is not a directory this user can write to: the point's record could "
                                  "not be written; make it writable (chmod u+w, chattr -i) or remove it"))

@@ -14,10 +14,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobs import records
+from jobs import records, store
 
 MIN_FREE_MB = 100   # records, logs, the table and the report of a sweep fit in far less
 LOCK_NAME = ".lock"
+
+
+# The folders a sweep writes into and reads back: records, its results store, the report, submitit's job files and
+# logs (local, Slurm) and a local sweep's journals.
+FOLDERS = ("points", store.DIR, "site", "submitit", "slurm", "local")
 
 
 class SweepDirError(RuntimeError):
@@ -57,6 +62,24 @@ def prepare(sweep_dir: Path, *, group_readable: bool = False) -> Path:
                 pass
         raise
     return sweep_dir
+
+
+def links_out(sweep_dir: Path) -> list[tuple[str, str]]:
+    """Plan time: (where, why) for each of the sweep's FOLDERS that is a symbolic link leading out of the sweep
+    directory: its jobs would write there, and records are read only from inside the sweep directory
+    (jobs.records.read_point), so every point would be measured again, each time, and counted invalid."""
+    out = []
+    for name in FOLDERS:
+        path = sweep_dir / name
+        if (real := records.outside(str(path), str(sweep_dir))) is not None:
+            what = ("records written there are not read (only those inside the sweep directory are): every point "
+                    "would be measured again, each time, and counted invalid") if name == "points" else \
+                "the sweep would write its files there"
+            why = (f"{path} is a symbolic link to {real}, out of the sweep directory: {what}; remove the link and "
+                   f"put the whole sweep directory there instead: sweep.runs_dir={Path(real).parent} (the sweep is "
+                   f"then its folder {sweep_dir.name}), or make {sweep_dir} itself the link")
+            out.append(("sweep", why))
+    return out
 
 
 class Lock:

@@ -1,0 +1,222 @@
+"""Bad input and faults, fourth probe (records): each test is one row of the table in docs/explanation/faults.md.
+
+Aggregate, resume (jobs.submit.split_measured) and jobs.status count a point by one judge (jobs.records.read_point):
+these tests check that they agree where a record lies behind a link, breaks what the table relies on, or belongs to
+no point of the manifest."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analysis import aggregate
+from jobs import plan, records, status, store, sweepdir
+from jobs.manifest import Manifest
+from jobs.submit import split_measured, unwritable
+from tests.test_hardening import _points, _spec, sweep
+
+START = "2026-01-01T00:00:00+00:00"
+IDS = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
+
+
+def _measured(pid: str, status_: str = "ok") -> dict:
+    """A record as an inference job writes it: the main throughput with its noise block."""
+    prov = {**records.provenance(start_time=START), "start_time": START}
+    return records.make_record(point=_spec(pid), status=status_, provenance=prov,
+                               samples={"throughput_out_tok_s": [10.0, 11.0, 12.0], "latency_s": [1.0, 1.1, 1.2]},
+                               error=None if status_ == "ok" else records.error_info(type_="X", message="boom"))
+
+
+def _manifest(sweep_dir: Path, pids) -> Manifest:
+    pts = _points(pids)
+    m = Manifest(sweep_dir)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted="2025-01-01T00:00:00+00:00", job_id="local-1-1",
+                tasks=[f"local-1-1_{i}" for i in range(len(pts))], save=False)
+    m.save()
+    return Manifest.load(sweep_dir)
+
+
+def _judged(sweep_dir: Path, pids) -> tuple[dict, dict, dict]:
+    """(aggregate's status per point, jobs.status's, resume's: 'ok' for measured, 'todo' for to run)."""
+    table = aggregate.aggregate([sweep_dir]).set_index("point_id")
+    seen = status._records(sweep_dir, dict.fromkeys(pids))
+    todo, measured, _ = split_measured(_points(pids), sweep_dir, force=False)
+    return (table["status"].to_dict(), {pid: r[0] for pid, r in seen.items()},
+            {**{p.point_id: "todo" for p in todo}, **{p.point_id: "ok" for p in measured}})
+
+
+# --------------------------------------------------------------------------- sweep folders linked out (F6)
+
+@pytest.mark.parametrize("folder", sweepdir.FOLDERS)
+def test_a_sweep_folder_linked_out_of_the_sweep_is_refused_at_plan_time(make_cfg, tmp_path, folder):
+    """points/ (or store/, site/, submitit/, slurm/, local/) a link out of the sweep directory: its jobs wrote there,
+    and records there are not read, so every run measured each point again and counted it invalid. Refused before
+    anything is measured or written, whatever is to run."""
+    from jobs import sweep as sweep_mod
+
+    cfg = make_cfg(f"sweep.runs_dir={tmp_path / 'runs'}", "sweep.name=s", "sweep.report=false")
+    sweep_dir, scratch = tmp_path / "runs" / "s", tmp_path / "scratch" / folder
+    sweep_dir.mkdir(parents=True)
+    scratch.mkdir(parents=True)
+    (sweep_dir / folder).symlink_to(scratch)
+    with pytest.raises(plan.SweepRejected) as refused:
+        sweep_mod.run([([], cfg)])
+    why = str(refused.value)
+    assert f"{sweep_dir / folder} is a symbolic link to {scratch}, out of the sweep directory" in why, why
+    assert f"sweep.runs_dir={scratch.parent}" in why and f"or make {sweep_dir} itself the link" in why
+    assert ("every point would be measured again" in why) == (folder == "points")
+    assert [p.name for p in sweep_dir.iterdir()] == [folder] and list(scratch.iterdir()) == []   # nothing written
+
+
+def test_links_inside_the_sweep_and_the_sweep_itself_linked_are_accepted(tmp_path):
+    """What to do instead: the whole sweep directory a link (or under another sweep.runs_dir); a link that stays
+    inside the sweep directory is not refused either."""
+    real = tmp_path / "scratch" / "s"
+    (real / "points.real").mkdir(parents=True)
+    (real / "points").symlink_to(real / "points.real")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "s").symlink_to(real)
+    assert sweepdir.links_out(tmp_path / "runs" / "s") == [] and sweepdir.links_out(real) == []
+    assert unwritable(_points(IDS[:1]), tmp_path / "runs" / "s") == []
+
+
+def test_a_point_folder_linked_out_is_refused(tmp_path):
+    """points/<id> a link out: the job writes its record there, and it is never read."""
+    sweep_dir, outside = tmp_path / "runs" / "s", tmp_path / "elsewhere" / IDS[0]
+    (sweep_dir / "points").mkdir(parents=True)
+    outside.mkdir(parents=True)
+    (sweep_dir / "points" / IDS[0]).symlink_to(outside)
+    ((label, why),) = unwritable(_points(IDS[:2]), sweep_dir)
+    assert label == "seed=0" and why.startswith(f"{sweep_dir / 'points' / IDS[0]} is a symbolic link to {outside}, "
+                                                "out of the sweep directory"), why
+
+
+def test_a_linked_out_points_folder_is_refused_by_the_command(tmp_path):
+    """The probe's layout, by the command: exit 2 with one `error:` naming the link; nothing measured or written."""
+    cwd = tmp_path / "sweep"
+    (cwd / "runs" / "default").mkdir(parents=True)
+    (tmp_path / "scratch" / "points").mkdir(parents=True)
+    (cwd / "runs" / "default" / "points").symlink_to(tmp_path / "scratch" / "points")
+    proc = sweep(cwd, "workload.shape=16x16")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error: ") and f"{cwd}/runs/default/points is a symbolic link to " \
+        f"{tmp_path}/scratch/points, out of the sweep directory" in proc.stderr, proc.stderr
+    assert [p.name for p in (cwd / "runs" / "default").iterdir()] == ["points"]
+    assert list((tmp_path / "scratch" / "points").iterdir()) == []
+
+
+def test_records_moved_out_and_linked_back_are_judged_alike(tmp_path, capsys):
+    """Records written (and in the results store), then points/ moved out and linked back: the store said ok 2 to
+    aggregate and status while resume (read_point) said 0 measured. Now all three say invalid."""
+    sweep_dir = tmp_path / "runs" / "s"
+    for pid in IDS[:2]:
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), _measured(pid))
+    assert _judged(sweep_dir, IDS[:2]) == (dict.fromkeys(IDS[:2], "ok"),) * 3
+    shutil.move(sweep_dir / "points", tmp_path / "out")
+    (sweep_dir / "points").symlink_to(tmp_path / "out")
+    assert records.record_stats(sweep_dir) == dict.fromkeys(IDS[:2], records.OUTSIDE)
+    agg, st, resume = _judged(sweep_dir, IDS[:2])
+    assert agg == st == dict.fromkeys(IDS[:2], "invalid") and resume == dict.fromkeys(IDS[:2], "todo")
+    assert "leads out of its sweep directory" in capsys.readouterr().err
+    # one point's folder linked out, the other's record file: the same
+    shutil.move(tmp_path / "out", tmp_path / "out2")
+    (sweep_dir / "points").unlink()
+    (sweep_dir / "points").mkdir()
+    (sweep_dir / "points" / IDS[0]).symlink_to(tmp_path / "out2" / IDS[0])
+    (sweep_dir / "points" / IDS[1]).mkdir()
+    records.record_path(sweep_dir / "points", IDS[1]).symlink_to(records.record_path(tmp_path / "out2", IDS[1]))
+    assert set(records.record_stats(sweep_dir).values()) == {records.OUTSIDE}
+    agg, st, resume = _judged(sweep_dir, IDS[:2])
+    assert agg == st == dict.fromkeys(IDS[:2], "invalid") and resume == dict.fromkeys(IDS[:2], "todo")
+
+
+# --------------------------------------------------------------------------- what the table relies on (F8)
+
+def _del_main(rec):
+    del rec["metrics"]["throughput_out_tok_s"]
+
+
+NOISE = "its noise block is about metric 'throughput_out_tok_s', which its metrics lack"
+BROKEN = {
+    "main metric deleted": (_del_main, f"{NOISE} (it has 1)"),
+    "metrics empty": (lambda rec: rec.__setitem__("metrics", {}), f"{NOISE} (it has 0)"),
+    "a parameter named status": (lambda rec: rec["params"].__setitem__("status", "ok"),
+                                 "it has a parameter or metric named 'status', as its own status"),
+    "a metric named like a parameter": (lambda rec: rec["metrics"].__setitem__("cards", rec["metrics"]["latency_s"]),
+                                        "'cards' is both a parameter and a metric of it"),
+    "cards a string": (lambda rec: rec["params"].__setitem__("cards", "x"),
+                       "does not follow the record schema at params/cards"),
+    "cards a boolean": (lambda rec: rec["params"].__setitem__("cards", True),
+                        "does not follow the record schema at params/cards"),
+    "hardware a number": (lambda rec: rec["params"].__setitem__("hardware", 3),
+                          "does not follow the record schema at params/hardware"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_record_the_table_cannot_hold_is_invalid_not_a_crash(tmp_path, capsys, case):
+    """A record that follows the schema's shape but not what the table relies on (its noise block about a metric
+    it lacks: KeyError in jobs.store.flatten, aggregate and resume ended in a traceback while jobs.status said ok;
+    a column given twice; a type the column cannot take: an arrow error) is invalid by the one judge: aggregate
+    builds the rest of the table, resume measures it again, jobs.status says invalid."""
+    breaks, message = BROKEN[case]
+    sweep_dir = tmp_path / "runs" / "s"
+    _manifest(sweep_dir, IDS[:2])
+    for pid in IDS[:2]:
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), _measured(pid))
+    aggregate.aggregate([sweep_dir])   # the results store holds both rows
+    path = records.record_path(sweep_dir / "points", IDS[0])
+    rec = json.loads(path.read_text())
+    breaks(rec)
+    path.write_text(json.dumps(rec))
+    assert aggregate.main([str(sweep_dir)]) == 0
+    agg, st, resume = _judged(sweep_dir, IDS[:2])
+    assert agg == st == {IDS[0]: "invalid", IDS[1]: "ok"} and resume == {IDS[0]: "todo", IDS[1]: "ok"}
+    assert message in capsys.readouterr().err
+    rows = status.point_states(sweep_dir, Manifest.load(sweep_dir), jobs={})
+    assert status.counts(rows) == {"ok": 1, "invalid": 1}
+    assert message in next(r["detail"] for r in rows if r["point_id"] == IDS[0])
+
+
+def test_records_the_project_writes_pass_the_judge(tmp_path):
+    """The checks refuse none of what make_record writes: with or without a noise block, failed or ok."""
+    for pid, rec in zip(IDS, [_measured(IDS[0]), _measured(IDS[1], "failed"),
+                              records.make_record(point=_spec(IDS[2]), status="ok", samples={"latency_s": [1.0]},
+                                                  provenance=records.provenance(start_time=START))]):
+        path = records.write_record(records.record_path(tmp_path / "points", pid), rec)
+        assert records.read_point(path) == (rec, None)
+
+
+# --------------------------------------------------------------------------- records the manifest does not name (F9)
+
+def test_status_counts_the_records_under_points_that_the_manifest_lacks(tmp_path, monkeypatch, capsys):
+    """Records copied into a sweep's points/ from another sweep (other points, 2 failed): aggregate counted 4
+    points (2 failed), jobs.status the manifest's 2 alone, even with --all. It lists them too, in their own group,
+    with hardware and cards from the record; from the results store once it holds them (no file read)."""
+    a = tmp_path / "runsA" / "s"
+    for pid in IDS[2:]:
+        records.write_point_record(records.record_path(a / "points", pid), _measured(pid, "failed"))
+    sweep_dir = tmp_path / "runs" / "s"
+    _manifest(sweep_dir, IDS[:2])
+    for pid in IDS[:2]:
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), _measured(pid))
+    subprocess.run(["cp", "-a", *(str(a / "points" / pid) for pid in IDS[2:]), str(sweep_dir / "points")],
+                   check=True)
+    rows = status.point_states(sweep_dir, Manifest.load(sweep_dir), jobs={})
+    table = aggregate.aggregate([sweep_dir])
+    assert status.counts(rows) == table["status"].value_counts().to_dict() == {"ok": 2, "failed": 2}
+    extra = {r["point_id"]: r for r in rows if r["group"] == status.UNLISTED}
+    assert sorted(extra) == IDS[2:] and {(r["state"], r["hardware"], r["cards"], r["detail"])
+                                          for r in extra.values()} == {("failed", "cpu", 1, "boom")}
+    assert status.record_ended(sweep_dir, Manifest.load(sweep_dir)) == []   # no job of theirs to record
+    seen = []
+    real = records.read_point
+    monkeypatch.setattr(records, "read_point", lambda p: (seen.append(p), real(p))[1])
+    assert status.main([str(sweep_dir), "--all"]) == 0   # the store holds every record now (aggregate compacted it)
+    out = capsys.readouterr().out
+    assert seen == [] and f"{sweep_dir}: ok 2 · failed 2" in out and status.UNLISTED in out, out
+    assert (sweep_dir / store.DIR / store.TABLE).is_file()
