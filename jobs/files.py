@@ -5,6 +5,7 @@ half of one. A failed write raises WriteFailed, which names the file.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -138,3 +139,25 @@ def copy_file(src: Path | str, dst: Path | str, *, follow_dir: bool = True) -> P
     with atomic(dst, follow_dir=follow_dir) as tmp:
         shutil.copyfile(src, tmp)
     return Path(dst)
+
+
+def json_lines(path: str | Path, key: str) -> Iterator[tuple[str, dict]]:
+    """(where, object) for each line of a JSON-lines data set that is not blank, read line by line so that a bad
+    line is named: ValueError `KEY=PATH, line N: ...` for a line that is not UTF-8, not JSON, or not an object."""
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            where = f"{key}={path}, line {n}"
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                 "a dataset is JSON lines in UTF-8") from None
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{where}: a line must be a JSON object")  # noqa: TRY004  bad input, not a bug
+            yield where, obj

@@ -8,9 +8,10 @@ packed (examples concatenated, so no padding).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from jobs import files
 
 PAD, BYTE_OFFSET = 0, 3
 SUFFIXES = (".jsonl", ".parquet")
@@ -36,27 +37,12 @@ def check(data: dict[str, Any]) -> list[str]:
 
 
 def jsonl(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """The objects of a JSONL file, read line by line so that a bad line is reported with its file and number."""
+    """The objects of a JSONL file (the first `limit` lines), a bad line reported with its file and number."""
     rows = []
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            where = f"workload.data.path={path}, line {n}"
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{where}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                 "a data set is JSON lines in UTF-8") from None
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{where}: a line must be a JSON object")  # noqa: TRY004  bad input, not a bug
-            rows.append(row)
-            if limit is not None and n >= limit:
-                break
+    for n, (_, row) in enumerate(files.json_lines(path, "workload.data.path"), 1):
+        rows.append(row)
+        if limit is not None and n >= limit:
+            break
     return rows
 
 

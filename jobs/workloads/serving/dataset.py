@@ -9,9 +9,10 @@ the load wants more requests than the file has.
 """
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
+
+from jobs import files
 
 from .load import Prompt
 
@@ -37,31 +38,16 @@ def read(path: str | Path, *, default_output: int, limit: int | None = None,
     """Every (prompt, output tokens) of the file, in its order; ValueError naming the line that is not one (with
     `model`, also a token id beyond its vocabulary or a request longer than its positions)."""
     out = []
-    with open(path, "rb") as f:   # decoded line by line, so a bad byte is reported with its line
-        for n, data in enumerate(f, 1):
-            where = f"workload.dataset={path}, line {n}"
-            try:
-                raw = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValueError(f"{where}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {exc.start + 1}); "
-                                 "a dataset is JSON lines in UTF-8") from None
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(line, dict):
-                raise ValueError(f"{where}: a line must be a JSON object")  # noqa: TRY004  bad input, not a bug
-            tokens = line.get("output_tokens", default_output)
-            if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
-                raise ValueError(f"{where}: output_tokens={tokens!r} must be a whole number >= 1")
-            prompt = _prompt(line, where)
-            if model is not None and not isinstance(prompt, str):
-                _fits(prompt, tokens, model, where)
-            out.append((prompt, tokens))
-            if limit is not None and len(out) >= limit:
-                break
+    for where, line in files.json_lines(path, "workload.dataset"):
+        tokens = line.get("output_tokens", default_output)
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+            raise ValueError(f"{where}: output_tokens={tokens!r} must be a whole number >= 1")
+        prompt = _prompt(line, where)
+        if model is not None and not isinstance(prompt, str):
+            _fits(prompt, tokens, model, where)
+        out.append((prompt, tokens))
+        if limit is not None and len(out) >= limit:
+            break
     if not out:
         raise ValueError(f"workload.dataset={path} holds no prompt")
     return out
