@@ -53,16 +53,19 @@ class Key:
     identity: bool = True             # False: the key changes nothing measured (a cache path), not in the point id
     column: bool | str = False
 
+    def of_kind(self, value: Any) -> bool:
+        """Whether `value` (not null) has the key's type, whatever its range."""
+        return {"bool": lambda v: isinstance(v, bool),
+                "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+                "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                "str": lambda v: isinstance(v, str),
+                "list": lambda v: isinstance(v, list),
+                "any": lambda v: True}[self.kind](value)
+
     def problem(self, path: str, value: Any) -> str | None:
         if value is None:
             return None if self.null else f"{path} must be set{self._allowed()}"
-        ok = {"bool": lambda v: isinstance(v, bool),
-              "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-              "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-              "str": lambda v: isinstance(v, str),
-              "list": lambda v: isinstance(v, list),
-              "any": lambda v: True}[self.kind](value)
-        if not ok:
+        if not self.of_kind(value):
             return f"{path}={value!r} must be {self._what()}{' or null' if self.null else ''}"
         # nan passes every comparison, and the record's JSON has no nan or inf
         if self.kind == "float" and not math.isfinite(value):
@@ -82,11 +85,15 @@ class Key:
                     return why
         return None
 
-    def _what(self, plural: bool = False) -> str:
-        what = ({"bool": "true or false", "int": "whole numbers", "float": "numbers", "str": "strings",
+    def kind_word(self, plural: bool = False) -> str:
+        """The key's type in words ("a whole number")."""
+        return ({"bool": "true or false", "int": "whole numbers", "float": "numbers", "str": "strings",
                  "list": "lists", "any": "values"} if plural else
                 {"bool": "true or false", "int": "a whole number", "float": "a number", "str": "a string",
                  "list": "a list", "any": "a value"})[self.kind]
+
+    def _what(self, plural: bool = False) -> str:
+        what = self.kind_word(plural)
         rng = [f">= {_num(self.min)}"] if self.min is not None else []
         rng += [f"<= {_num(self.max)}"] if self.max is not None else []
         return what + (" " + " and ".join(rng) if rng else "")
@@ -303,6 +310,12 @@ def identity(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:
             continue
         out[k] = identity(sub, v) if isinstance(sub, dict) and isinstance(v, dict) else v
     return out
+
+
+def column_keys(spec: dict[str, Any]) -> dict[str, Key]:
+    """{column: its key} for every key of `spec` declared with `column` (see columns)."""
+    return {path.rsplit(".", 1)[-1] if key.column is True else key.column: key
+            for path, key in leaves(spec) if isinstance(key, Key) and key.column}
 
 
 def columns(spec: dict[str, Any], section: dict[str, Any]) -> dict[str, Any]:

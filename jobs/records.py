@@ -255,7 +255,28 @@ def _inconsistent(rec: dict[str, Any]) -> str | None:
             return f"it has a parameter or metric named {k!r}, as its own {k} (its table row would show the wrong one)"
     if both := sorted(metrics.keys() & params.keys()):
         return f"{', '.join(map(repr, both))} is both a parameter and a metric of it (its table row would show one)"
+    return _param_kinds(params)
+
+
+def _param_kinds(params: dict[str, Any]) -> str | None:
+    """A parameter whose value is not of the type its workload declares for it (batch_size 'big'): its table column
+    would hold two types, which no table can."""
+    for column, key in _declared(str(params.get("workload"))).items():
+        if (value := params.get(column)) is not None and not key.of_kind(value):
+            return f"its parameter {column}={value!r} is not {key.kind_word()}, as its workload declares"
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def _declared(workload: str) -> dict[str, Any]:
+    """The table columns workload `workload` declares, {column: config_schema.Key}; {} for one this version does not
+    know."""
+    from jobs import config_schema, workloads
+
+    try:
+        return config_schema.column_keys(workloads.get(workload).options)
+    except (ValueError, ImportError, AttributeError):
+        return {}
 
 
 @functools.lru_cache(maxsize=64)

@@ -154,6 +154,9 @@ BROKEN = {
                         "does not follow the record schema at params/cards"),
     "hardware a number": (lambda rec: rec["params"].__setitem__("hardware", 3),
                           "does not follow the record schema at params/hardware"),
+    # a workload's parameter of another type than it declares: one column of ints and a string, an arrow error
+    "batch_size a string": (lambda rec: rec["params"].__setitem__("batch_size", "big"),
+                            "its parameter batch_size='big' is not a whole number, as its workload declares"),
 }
 
 
