@@ -177,8 +177,8 @@ def test_shared_workers_write_the_records_one_process_per_point_writes(tmp_path)
     assert {r["status"] for r in shared + alone} == {"ok"}
     for s, a in zip(shared, alone):
         # the same model (parameter count), tokens, ranks, pinned cores; start-up times are measurements
-        timed = ("engine_start_s", "warmup_s", "engine_reused",
-                 "load_avg_1m_start", "load_avg_1m_end", "other_on_cores_frac", "cores_shared")   # the machine's load
+        timed = ("engine_start_s", "warmup_s", "engine_reused", "load_avg_1m_start", "load_avg_1m_end",
+                 "other_on_cores_frac", "cores_shared", "cpu_cores_shared_with")   # the machine's load, other sweeps
         assert {k: v for k, v in s["info"].items() if k not in timed} == \
             {k: v for k, v in a["info"].items() if k not in timed}
         assert a["info"]["engine_reused"] is False   # one process per point starts its own engine
