@@ -1,18 +1,24 @@
-"""Bad input and faults, fifth probe: the report's output directory. Each test is
+"""Bad input and faults, fifth probe: the report's output directory and credentials in config values. Each test is
 one row of the table in docs/explanation/faults.md."""
 from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from analysis.aggregate import aggregate, write_table
-from jobs import files, finish, records
+from jobs import config_schema, files, finish, plan, records
+from jobs.workloads import serving
+from jobs.workloads.serving import load
 from report import build, publish
 from report.pages import discover, template_dirs
-from tests.test_hardening import _cli, _record
+from tests.test_hardening import ENV, _cli, _record
+from tests.test_serving_load import FakeServer, serve  # noqa: F401  (serve: the fixture)
 
 PID = "aaaaaaaaaaaa"
 
@@ -133,3 +139,81 @@ def test_every_page_link_in_a_template_is_a_page_of_the_report():
     found = [(t, m) for d in [build.TEMPLATES, *template_dirs()] for t in Path(d).glob("*.html")
              for m in re.findall(r'href="([A-Za-z0-9_-]+)\.html', t.read_text())]
     assert found and [(t.name, m) for t, m in found if m not in slugs] == []
+
+
+# --------------------------------------------------------------------------- credentials in config values
+
+def test_an_endpoint_with_credentials_is_refused_at_plan_time(tmp_path):
+    """workload.endpoint=http://alice:s3cret@host: exit 2, an `error:` that names the key, hides the password and
+    says what to do instead (OPENAI_API_KEY); nothing written, the password nowhere in the output."""
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "workload=serving",
+                           "workload.endpoint=http://alice:s3cret@127.0.0.1:9", "workload.requests=1",
+                           "sweep.name=x"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr, proc.stderr
+    assert "workload.endpoint='http://<redacted>@127.0.0.1:9' carries credentials in a URL" in proc.stderr
+    assert "OPENAI_API_KEY" in proc.stderr and "s3cret" not in proc.stderr + proc.stdout
+    assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("key, value", [
+    ("workload.endpoint", "http://127.0.0.1:9/?api_key=abc123"),
+    ("model.path", "https://bob:pw@models.site/m"),
+    ("model.hf_id", "https://hf_TOKEN123@huggingface.co/x"),
+    ("cluster.setup", ["module load x", "pip install -i https://bob:pw@pypi.site/simple y"]),
+    ("model.config", {"nested": ["https://x/y?token=abc"]}),
+    ("cluster.partitions", {"cpu": "ftp://u:p@h"}),
+])
+def test_every_config_value_with_url_credentials_is_refused(make_cfg, key, value):
+    """Every string value, in lists and free blocks too: one problem naming the key, the secret hidden."""
+    cfg = make_cfg("workload=serving")
+    section, leaf = key.split(".")
+    cfg[section][leaf] = value
+    problems = plan.typed_problems(cfg)
+    assert len(problems) == 1 and problems[0].startswith(key) and "carries credentials in a URL" in problems[0], problems
+    assert "<redacted>" in problems[0] and not re.search("abc123|pw@|TOKEN123|abc'|u:p", problems[0]), problems
+
+
+def test_urls_without_literal_secrets_are_accepted(make_cfg):
+    """A URL without userinfo, an scp-style git address, and a setup line that reads its secret from the environment
+    where it runs ($TOKEN) carry no secret: accepted; the sweep's refusal text hides only literal secrets."""
+    cfg = make_cfg("workload=serving", "workload.endpoint=http://inference.site:8000")
+    cfg["cluster"]["setup"] = ["pip install -i https://$USER:${PIP_TOKEN}@pypi.site/simple y",
+                               "pip install git+https://github.com/o/r", "curl -o x https://h/x?token=$TOKEN"]
+    assert plan.typed_problems(cfg) == []
+    text = str(plan.SweepRejected([("workload.endpoint=http\\://a\\:b@h", "x"), ("c", "https://$U:$T@h")]))
+    assert "a\\:b" not in text and "http\\://<redacted>@h" in text and "https://$U:$T@h" in text
+    assert config_schema.redact("http://alice:s3cret@h ?key=k") == records.redact("http://alice:s3cret@h ?key=k")
+
+
+def test_the_load_sends_the_api_key_as_a_bearer_token(serve, monkeypatch, make_cfg):  # noqa: F811
+    """What to do instead of credentials in the URL: OPENAI_API_KEY, sent as `Authorization: Bearer` to an
+    endpoint (vLLM's --api-key), never to a server the point started itself."""
+    class Keyed(FakeServer):
+        def __init__(self):
+            super().__init__(ttft=0.001, gap=0.001)
+            self.auth = []
+
+        async def completions(self, request):
+            self.auth.append(request.headers.get("Authorization"))
+            return await super().completions(request)
+
+    server = Keyed()
+    url = serve(server)
+    load.run(url, "m", load.prompts(100, 4, 2, seed=0), 2, load.Load("concurrency", 1, 2), api_key="k-123")
+    load.run(url, "m", load.prompts(100, 4, 1, seed=0), 2, load.Load("concurrency", 1, 1))
+    assert server.auth == ["Bearer k-123", "Bearer k-123", None]
+
+    seen = []
+
+    def sent(*args, **kw):
+        seen.append(args[-1])   # the warm-up requests, sent first
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(serving.loads, "run", sent)
+    monkeypatch.setenv(load.API_KEY_ENV, "k-456")
+    cfg = make_cfg("workload=serving", f"workload.endpoint={url}", "workload.warmup_requests=1",
+                   "workload.requests=1")
+    with pytest.raises(RuntimeError, match="stop here"):
+        serving.run(cfg, SimpleNamespace(rank=0))
+    assert seen == ["k-456"]
