@@ -24,6 +24,14 @@ from jobs import noise
 NAME_RULE = ("one path component of at most 128 letters, digits, '.', '_' and '-' that starts with a letter or "
              "digit")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# the URL credentials jobs.records.redact removes: scheme://user:password@host (an override as Hydra quotes it:
+# http\://user\:password@host) and ?token=... parameters
+URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*\\?://)([^/@\s]+)@")
+URL_SECRET_PARAM = re.compile(r"([?&][^=&#\s]*(?:token|key|secret|pass|credential|auth|sig)[^=&#\s]*=)([^&#\s]+)",
+                              re.IGNORECASE)
+_ENV_REF = re.compile(r"\\?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")   # $TOKEN, ${USER}: the shell fills it in where it runs
+NO_CREDENTIALS = ("give the URL without them: a secret comes from the environment where it runs (a setup line "
+                  "expands one: https://$USER:$TOKEN@host/...)")
 
 
 class _Unset:
@@ -52,6 +60,7 @@ class Key:
     help: str = ""
     identity: bool = True             # False: the key changes nothing measured (a cache path), not in the point id
     column: bool | str = False
+    secret: str = ""                  # how a secret this key's URL needs is given instead, for the message
 
     def of_kind(self, value: Any) -> bool:
         """Whether `value` (not null) has the key's type, whatever its range."""
@@ -72,6 +81,10 @@ class Key:
             return f"{path}={value!r} must be {self._what()}; nan and inf are not allowed"
         if self.kind == "any" and (where := not_finite(value, path)):
             return f"{where} is not allowed: a number must be finite (not nan or inf)"
+        if self.kind in ("str", "any") and (where := with_credentials(value, path)):
+            return (f"{where} carries credentials in a URL (user:password@ or a token parameter), and the config "
+                    "and command line are recorded in every point's record, the results table, the manifest and the "
+                    f"published report; {self.secret or NO_CREDENTIALS}")
         if self.kind in ("int", "float") and ((self.min is not None and value < self.min)
                                                or (self.max is not None and value > self.max)):
             return f"{path}={value!r} must be {self._what()}"
@@ -125,6 +138,31 @@ def not_finite(value: Any, path: str) -> str | None:
     else:
         return None
     return next((w for p, v in items if (w := not_finite(v, p))), None)
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials inside URLs hidden (user:password@, ?token=...); references to environment
+    variables ($TOKEN) are kept."""
+    text = URL_USERINFO.sub(lambda m: f"{m[1]}<redacted>@" if _literal(m[2]) else m[0], text)
+    return URL_SECRET_PARAM.sub(lambda m: f"{m[1]}<redacted>" if _literal(m[2]) else m[0], text)
+
+
+def _literal(secret: str) -> bool:
+    return bool(_ENV_REF.sub("", secret).replace("\\", "").strip(":"))
+
+
+def with_credentials(value: Any, path: str) -> str | None:
+    """`path=value` (redacted) of the first string anywhere in `value` (nested mappings and lists) that carries
+    credentials in a URL, else None."""
+    if isinstance(value, str):
+        return f"{path}={redact(value)!r}" if redact(value) != value else None
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((w for p, v in items if (w := with_credentials(v, p))), None)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,49 @@ def atomic(path: Path | str, *, follow_dir: bool = True) -> Iterator[Path]:
         raise
 
 
+class InTheWay(ValueError):
+    """A file where a site has a directory, or a directory where it has a file (own_directories)."""
+
+
+def links_in_the_way(dst: Path, found: list[Path]) -> list[Path]:
+    """The symbolic links inside `dst` where the site puts a directory (dst/assets -> elsewhere), to be replaced
+    by real directories: writing through one would write outside `dst`, and a linked file (index.html) is
+    replaced by the site's file anyway (the rename replaces the link). Anything else in the way (a file where the
+    site has a directory, a directory where it has a file) refuses the whole site before anything is changed
+    (InTheWay). `found`: the site's files, relative to `dst`."""
+    links: list[Path] = []
+
+    def below_a_link(rel: Path) -> bool:   # what lies beneath a link is elsewhere and will not be looked at
+        return any(dst / p in links for p in rel.parents)
+
+    for rel in sorted({p for f in found for p in f.parents if p != Path(".")}):   # parents before children
+        path = dst / rel
+        if below_a_link(rel):
+            continue
+        if path.is_symlink():
+            links.append(path)
+        elif os.path.lexists(path) and not path.is_dir():
+            raise InTheWay(f"{path} is a file where the site has a directory; remove it or write the site elsewhere")
+    for rel in found:
+        path = dst / rel
+        if not below_a_link(rel) and path.is_dir() and not path.is_symlink():
+            raise InTheWay(f"{path} is a directory where the site has a file; remove it or write the site elsewhere")
+    return links
+
+
+def own_directories(dst: Path | str, found: list[Path], where: str) -> None:
+    """Remove the symbolic links inside `dst` that the files `found` (relative to it) would be written through
+    (links_in_the_way; a `note:` names each), so that their directories are made real ones and nothing is written
+    outside `where` (e.g. 'the target'). InTheWay, before anything is changed, for a file or directory in the
+    way."""
+    import sys
+
+    for link in links_in_the_way(Path(dst), found):
+        print(f"note: {link} was a symbolic link (to {os.readlink(link)}); replaced by a directory of the site's "
+              f"files, so that nothing is written outside {where}", file=sys.stderr)
+        link.unlink()
+
+
 def atomic_job_files() -> None:
     """Make submitit write its job pickles atomically (temp file beside it, fsync, rename), as every file here is:
     its own dump opens the pickle in place, so a disk that fills mid-write leaves a truncated pickle under

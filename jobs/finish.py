@@ -73,7 +73,7 @@ def finish(sweep_dir: Path) -> Path:
 
     table = aggregate([sweep_dir], stats={sweep_dir: stats})
     (parquet,) = write_table(table, sweep_dir, csv=False)   # the CSV is written once, in the site's data/
-    index = build(table, sweep_dir / "site")
+    index = build(table, sweep_dir / "site", within=sweep_dir)   # a linked site/ is replaced too
     files.write_text(sweep_dir / FINGERPRINT, fingerprint + "\n")
     counts = table["status"].value_counts().to_dict() if len(table) else {}
     print(f"records: {sweep_dir / 'points'}  ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))})")

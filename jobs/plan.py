@@ -36,7 +36,10 @@ class SweepRejected(ValueError):
         self.problems = problems
         super().__init__(f"{len(problems)} problem(s) found; nothing was submitted")
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:   # a point's overrides may carry the URL credentials that a problem refuses
+        return config_schema.redact(self._text())
+
+    def _text(self) -> str:
         problems = self.problems
         if SHOW_ALL:
             return "\n".join([f"{len(problems)} problem(s) found; nothing was submitted:"]

@@ -248,7 +248,7 @@ def run_or_exit(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: D
     except (plan.SweepRejected, sweepdir.SweepDirError, ManifestError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except (SubmissionFailed, PointsFailed, files.WriteFailed) as exc:
+    except (SubmissionFailed, PointsFailed, files.WriteFailed, files.InTheWay) as exc:   # InTheWay: in the site
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
     except ReferencesViolated as exc:

@@ -17,6 +17,7 @@ import argparse
 import datetime as _dt
 import functools
 import json
+import os
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -35,6 +36,8 @@ from report import overrides
 from report.pages import Page, discover, template_dirs
 
 RESULTS_NAME = "results.parquet"
+DATA_NAMES = (RESULTS_NAME, "results.csv.gz")   # write_table's, in the site's data/
+ASSETS = ("assets/vega.js", "assets/style.css")
 COMPARISON_NAME = "baseline_comparison.csv"
 TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
@@ -155,8 +158,8 @@ def _write_data(table: pd.DataFrame, data_dir: Path, writer: ThreadPoolExecutor)
     """Links to the table's data files, written by `writer` while the pages are made (a page that shows a file's
     size waits for it)."""
     written = writer.submit(write_table, table, data_dir)
-    names = (RESULTS_NAME, "results.csv.gz")
-    return [{"href": f"data/{n}", "label": n, "size": _SizeOnceWritten(data_dir / n, written)} for n in names], written
+    return [{"href": f"data/{n}", "label": n, "size": _SizeOnceWritten(data_dir / n, written)}
+            for n in DATA_NAMES], written
 
 
 class _SizeOnceWritten:
@@ -190,20 +193,38 @@ def _size(path: Path) -> str:
 # --------------------------------------------------------------------------- build
 
 def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
-          tolerance: float = TOLERANCE, include_overrides: bool = False, history: History | None = None) -> Path:
+          tolerance: float = TOLERANCE, include_overrides: bool = False, history: History | None = None,
+          within: Path | None = None) -> Path:
     """Write the site for ``table`` (compared with ``baseline`` if given; with the History page when ``history``
     is given) under ``out``; return index.html's path.
 
-    ``include_overrides``: keep device_override points in the generation speedups and headline findings."""
+    ``include_overrides``: keep device_override points in the generation speedups and headline findings.
+    ``within``: the directory (``out`` or one above it: the sweep directory) no symbolic link inside which is
+    written through (files.own_directories); files.InTheWay, before anything is written, for a file or directory
+    where the site puts the other. index.html is written last, so that a build cut short leaves no index."""
     out = Path(out)
     table = normalize(table)
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
+    marked = overrides.mark(table, include_overrides)
+    pages = [p for p in (pages if pages is not None else discover())
+             if p.applies(marked) and (comparison is not None or not p.needs_baseline)
+             and (history is not None or not p.needs_history)]
+    if not any(p.slug == "index" for p in pages):
+        raise RuntimeError("the report needs an index page")
+    from report.pages.data import SCHEMA_FILE
+
+    data = [*DATA_NAMES, SCHEMA_FILE, *([COMPARISON_NAME] if comparison is not None else [])]
+    site = Path(os.path.abspath(out))
+    within = Path(os.path.abspath(within)) if within is not None else site
+    files.own_directories(within, [(site / f).relative_to(within) for f in
+                                   [*ASSETS, *(f"data/{n}" for n in data), *(p.filename for p in pages)]],
+                          str(within))
     files.write_text(out / "assets" / "vega.js", vega_bundle())
     files.copy_file(STATIC / "style.css", out / "assets" / "style.css")
     with ThreadPoolExecutor(1) as writer:   # writes the data files while the pages are made
         data_links, written = _write_data(table, out / "data", writer)   # as measured; pages name overrides
         _write_schema(out / "data")
-        table = overrides.mark(table, include_overrides)
+        table = marked
         comparison_link = None
         if comparison is not None:
             path = out / "data" / COMPARISON_NAME
@@ -211,11 +232,6 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
                 comparison.rows.to_csv(tmp, index=False)
             comparison_link = {"href": f"data/{COMPARISON_NAME}", "label": COMPARISON_NAME, "size": _size(path)}
 
-        pages = [p for p in (pages if pages is not None else discover())
-                 if p.applies(table) and (comparison is not None or not p.needs_baseline)
-                 and (history is not None or not p.needs_history)]
-        if not any(p.slug == "index" for p in pages):
-            raise RuntimeError("the report needs an index page")
         env = _environment()
         common = {
             "nav": [{"href": p.filename, "title": p.title, "slug": p.slug} for p in pages],
@@ -225,7 +241,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
             "data_links": data_links,
             "comparison_link": comparison_link,
         }
-        for page in pages:
+        for page in sorted(pages, key=lambda p: p.slug == "index"):   # index.html last
             # altair otherwise validates every schema object as it is made (a third of the charts' time); the
             # specs are plain Vega-Lite dicts the browser renders (charts.to_spec)
             with debug_mode(False):
@@ -233,8 +249,9 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
                 # a hook may bring charts of its own (the History page's are drawn from the history)
                 charts = [*page.charts(table), *extra.pop("charts", [])]
                 html = env.get_template(page.template).render(**{**common, **extra}, page=page, charts=charts)
+            if page.slug == "index":
+                written.result()   # raises files.WriteFailed if the data could not be written
             files.write_text(out / page.filename, html)
-        written.result()   # raises files.WriteFailed if the data could not be written
     return out / "index.html"
 
 
@@ -299,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         index = build(table, args.out, baseline=baseline, tolerance=args.tolerance,
                       include_overrides=args.include_overrides, history=history)
+    except files.InTheWay as exc:   # found before anything is written
+        ap.error(str(exc))
     except files.WriteFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

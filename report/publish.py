@@ -26,39 +26,44 @@ def publish(site: Path | str, target: Path | str) -> Path:
     if dst == src or src in dst.parents:
         raise ValueError(f"the target {target} is the site {site} itself or inside it; publish somewhere else")
     found = [path.relative_to(src) for path in site_files(src)]
-    for link in links_in_the_way(dst, found):
-        print(f"note: {link} was a symbolic link (to {os.readlink(link)}); replaced by a directory of the site's "
-              "files, so that nothing is written outside the target", file=sys.stderr)
-        link.unlink()
+    if why := broken_link(site, found):
+        raise ValueError(why)
+    files.own_directories(dst, found, "the target")
     for rel in found:
         files.copy_file(src / rel, dst / rel, follow_dir=False)
     return target / "index.html"
 
 
-def links_in_the_way(dst: Path, found: list[Path]) -> list[Path]:
-    """The symbolic links inside the target where the site puts a directory (target/assets -> elsewhere), to be
-    replaced by real directories: writing through one would write outside the target, and a linked file
-    (index.html) is replaced by the site's file too (the rename replaces the link). Anything else in the way (a
-    file where the site has a directory, a directory where it has a file) refuses the whole site before anything
-    is changed (ValueError). `found`: the site's files, relative to it."""
-    links: list[Path] = []
+def broken_link(site: Path, found: list[Path]) -> str | None:
+    """Why the site is not whole, or None: a page of it that links to a file it does not have (a build that was
+    interrupted, or a file removed since), which would be published as a broken link. Links elsewhere (http:,
+    mailto:, an absolute path) and to a place in the same page are not looked at. `found`: the site's files,
+    relative to it."""
+    from html.parser import HTMLParser
+    from urllib.parse import unquote, urlsplit
 
-    def below_a_link(rel: Path) -> bool:   # what lies beneath a link is elsewhere and will not be looked at
-        return any(dst / p in links for p in rel.parents)
+    have = {os.path.normpath(rel) for rel in found}
 
-    for rel in sorted({p for f in found for p in f.parents if p != Path(".")}):   # parents before children
-        path = dst / rel
-        if below_a_link(rel):
-            continue
-        if path.is_symlink():
-            links.append(path)
-        elif os.path.lexists(path) and not path.is_dir():
-            raise ValueError(f"{path} is a file where the site has a directory; remove it or publish elsewhere")
-    for rel in found:
-        path = dst / rel
-        if not below_a_link(rel) and path.is_dir() and not path.is_symlink():
-            raise ValueError(f"{path} is a directory where the site has a file; remove it or publish elsewhere")
-    return links
+    class Links(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.links: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.links += [v for k, v in attrs if k in ("href", "src") and v]
+
+    for page in (rel for rel in found if rel.suffix == ".html"):
+        parser = Links()
+        parser.feed((site / page).read_text(encoding="utf-8", errors="replace"))
+        for link in parser.links:
+            url = urlsplit(link)
+            if url.scheme or url.netloc or not url.path or url.path.startswith("/"):
+                continue
+            path = unquote(url.path) + ("index.html" if url.path.endswith("/") else "")
+            if os.path.normpath(page.parent / path) not in have:
+                return (f"{site / page} links to {link}, which the site does not have (a build that was interrupted?); "
+                        "build the site again")
+    return None
 
 
 def site_files(src: Path) -> list[Path]:

@@ -9,6 +9,7 @@ With `endpoint` a running server is measured and nothing is launched.
 from __future__ import annotations
 
 import json
+import os
 import re
 import tempfile
 from pathlib import Path
@@ -231,6 +232,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     vocab = int(cfg["model"]["config"]["vocab_size"])
     name, limits, timeout = served_name(cfg), slo(wl), float(wl["request_timeout_s"])
     seed = int(cfg["seed"])
+    api_key = os.environ.get(loads.API_KEY_ENV) if wl["endpoint"] else None   # a server started here asks for none
     info: dict[str, Any] = {"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
                             "server_url": server.base_url}
 
@@ -244,10 +246,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if wl["warmup_requests"]:
         n = int(wl["warmup_requests"])
         warm = loads.Load("concurrency", max(1, min(n, int(float(wl["level"])))), requests=n)
-        _, info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout)
+        _, info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout, api_key)
 
     def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
-        reqs, window = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout)
+        reqs, window = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout, api_key)
         return summary(reqs, window, int(cfg["cards"]), limits) | {"window_s": window}, reqs
 
     before = server.scrape()

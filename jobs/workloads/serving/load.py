@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 import aiohttp
 
 MODES = ("concurrency", "rate")
+# the key of an endpoint that asks for one (vLLM's --api-key), read as OpenAI's clients and vLLM's benchmarks read it
+# and sent as `Authorization: Bearer`: never in the URL, which every record and report shows
+API_KEY_ENV = "OPENAI_API_KEY"
 ARRIVALS = ("poisson", "constant")
 
 
@@ -164,13 +167,15 @@ async def _open(session, url, payloads, reqs, due: Sequence[float]) -> None:
     await asyncio.gather(*(one(p, r, at) for p, r, at in zip(payloads, reqs, due)))
 
 
-async def _run(url, model, prompts, outputs: list[int], load: Load, timeout_s: float) -> tuple[list[Request], float]:
+async def _run(url, model, prompts, outputs: list[int], load: Load, timeout_s: float,
+               api_key: str | None = None) -> tuple[list[Request], float]:
     def batch(ps, outs):
         return ([body(model, p, n) for p, n in zip(ps, outs)],
                 [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n) for p, n in zip(ps, outs)])
 
     connector = aiohttp.TCPConnector(limit=0)   # no pool limit: the load decides what is in flight
-    async with aiohttp.ClientSession(connector=connector,
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    async with aiohttp.ClientSession(connector=connector, headers=headers,
                                      timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
         w = load.warmup_requests
         if w:
@@ -185,13 +190,14 @@ async def _run(url, model, prompts, outputs: list[int], load: Load, timeout_s: f
 
 
 def run(base_url: str, model: str, prompts: list[Prompt], output_tokens: int | list[int], load: Load,
-        timeout_s: float = 600.0) -> tuple[list[Request], float]:
+        timeout_s: float = 600.0, api_key: str | None = None) -> tuple[list[Request], float]:
     """Send `load` to `base_url` (e.g. http://127.0.0.1:8000); return the measured requests and the window's
     length in seconds (first send to last answer). `prompts`: warm-up prompts first, then one per request (token
-    ids or text); `output_tokens`: for every request, or one per prompt."""
+    ids or text); `output_tokens`: for every request, or one per prompt; `api_key`: sent as a Bearer token."""
     need = load.warmup_requests + load.requests
     outputs = [output_tokens] * len(prompts) if isinstance(output_tokens, int) else list(output_tokens)
     if len(prompts) != need or len(outputs) != need:
         raise ValueError(f"{len(prompts)} prompts and {len(outputs)} output lengths for {load.warmup_requests} "
                          f"warm-up + {load.requests} requests")
-    return asyncio.run(_run(base_url.rstrip("/") + "/v1/completions", model, prompts, outputs, load, timeout_s))
+    return asyncio.run(_run(base_url.rstrip("/") + "/v1/completions", model, prompts, outputs, load, timeout_s,
+                            api_key))

@@ -5,7 +5,7 @@ from typing import Any
 
 from jobs.config_schema import Bool, Int, Key, Num, Str
 
-from .load import ARRIVALS, MODES
+from .load import API_KEY_ENV, ARRIVALS, MODES
 from .metrics import SLO_PRESETS
 from .server import SPECS
 
@@ -17,7 +17,11 @@ OPTIONS: dict[str, Any] = {
         "(jobs/workloads/serving/server.py) that never ran here")),
     "endpoint": Str(null=True, default=None, help=(
         "URL of a server that is already running (e.g. `http://inference.site:8000`): measured as it is, nothing "
-        "is launched; `engine`, `cards` and the engine blocks then only label the point")),
+        "is launched; `engine`, `cards` and the engine blocks then only label the point; a server that asks for a "
+        f"key (vLLM's `--api-key`) gets the environment variable `{API_KEY_ENV}` as a Bearer token (credentials in "
+        "the URL are refused: it is recorded and published)"),
+        secret=f"give the URL without them; a server that asks for a key (vLLM's --api-key) gets it from the "
+               f"environment variable {API_KEY_ENV} of the sweep, sent as `Authorization: Bearer <key>`"),
     "served_name": Str(null=True, default=None, help=(
         "the model name the requests carry; `null`: the model's name (with `endpoint`, give the name it serves)")),
     "mode": Str(default="concurrency", choices=MODES, column=True, help=(
