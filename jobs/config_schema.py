@@ -143,7 +143,8 @@ def not_finite(value: Any, path: str) -> str | None:
 def redact(text: str) -> str:
     """`text` with the credentials inside URLs hidden (user:password@, ?token=...); references to environment
     variables ($TOKEN) are kept."""
-    text = URL_USERINFO.sub(lambda m: f"{m[1]}<redacted>@" if _literal(m[2]) else m[0], text)
+    # git@ is SSH's user for git hosting (git+ssh://git@host/org/repo), not a secret
+    text = URL_USERINFO.sub(lambda m: f"{m[1]}<redacted>@" if _literal(m[2]) and m[2] != "git" else m[0], text)
     return URL_SECRET_PARAM.sub(lambda m: f"{m[1]}<redacted>" if _literal(m[2]) else m[0], text)
 
 

@@ -179,7 +179,8 @@ def test_urls_without_literal_secrets_are_accepted(make_cfg):
     where it runs ($TOKEN) carry no secret: accepted; the sweep's refusal text hides only literal secrets."""
     cfg = make_cfg("workload=serving", "workload.endpoint=http://inference.site:8000")
     cfg["cluster"]["setup"] = ["pip install -i https://$USER:${PIP_TOKEN}@pypi.site/simple y",
-                               "pip install git+https://github.com/o/r", "curl -o x https://h/x?token=$TOKEN"]
+                               "pip install git+https://github.com/o/r", "curl -o x https://h/x?token=$TOKEN",
+                               "pip install git+ssh://git@github.com/o/r"]   # SSH's git user is not a secret
     assert plan.typed_problems(cfg) == []
     text = str(plan.SweepRejected([("workload.endpoint=http\\://a\\:b@h", "x"), ("c", "https://$U:$T@h")]))
     assert "a\\:b" not in text and "http\\://<redacted>@h" in text and "https://$U:$T@h" in text
