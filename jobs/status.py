@@ -77,7 +77,7 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         elif task:
             state = job.get("state", "unknown")
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
-            if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
+            if state in ACTIVE and job.get("reason"):   # the scheduler's word on why it waits, or on where it runs
                 detail = f"{job['native']}: {job['reason']}"
             if sub.get("kind") == "local" and job.get("native") in LOCAL_WORDS:
                 state, detail = LOCAL_WORDS[job["native"]]   # as the sweep said it, in plain words
