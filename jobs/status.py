@@ -23,6 +23,7 @@ import signal
 import sys
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,9 @@ def stored(sweep_dir: Path, stats: Future | None = None) -> tuple[dict[str, tupl
     `stats`: a future of records.record_stats(sweep_dir), started earlier: the store is read meanwhile."""
     stats = stats or _done(records.record_stats(sweep_dir))
     cached = store.columns(sweep_dir, stats, STATUS_COLUMNS)
-    return stats.result(), cached
+    # a row made where the clock was ahead: its record is read and judged here, as aggregate and resume judge it
+    clock = datetime.now(timezone.utc)
+    return stats.result(), {pid: row for pid, row in cached.items() if records.start_time_problem(row[1], clock) is None}
 
 
 def _done(value: Any) -> Future:
