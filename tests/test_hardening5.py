@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from analysis import aggregate
 from jobs import records, status, store, watchdog
 from jobs.manifest import Manifest
 from jobs.schedulers import NotHere, local
