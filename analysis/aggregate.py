@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import pyarrow.parquet as pq
 from analysis.derived import add_derived
 from jobs import files, store, workloads
 from jobs.metrics import declared
-from jobs.records import RECORD_NAME, read_point, record_stats
+from jobs.records import RECORD_NAME, read_point, record_stats, start_time_problem
 from jobs.store import PROVENANCE, STATS, flatten  # noqa: F401  (they lived here; callers import them)
 
 ORDER = ("workload", "hardware", "model", "precision", "cards")   # then each workload's MetricSet.order
@@ -124,10 +125,14 @@ def _rows(sweep: Path | None, stat: dict[str, tuple[int, int]], invalid: list[di
     if cached is not None:
         # matched by point directory, whatever spelling of the sweep's path (relative, absolute) made it
         keys = cached.select(list(store.STAT_KEYS)).to_pydict()
+        starts = cached["start_time"].to_pylist() if "start_time" in cached.schema.names else [None] * len(keys["_point"])
+        clock = datetime.now(timezone.utc)
         keep = []
-        for pid, size, mtime in zip(keys["_point"], keys["_size"], keys["_mtime_ns"]):
+        for pid, size, mtime, start in zip(keys["_point"], keys["_size"], keys["_mtime_ns"], starts):
             path = now.get(pid)
-            keep.append(path is not None and pid not in have and stat[path] == (size, mtime))
+            # a row made where the clock was ahead: its record is read and judged here (read_point), as resume does
+            keep.append(path is not None and pid not in have and stat[path] == (size, mtime)
+                        and start_time_problem(start, clock) is None)
             if keep[-1]:
                 have.add(pid)
         if not all(keep):
@@ -174,12 +179,14 @@ def _fragment_rows(fragments: list[str]) -> pa.Table | None:
     """The rows in these store fragments that stand for their record file as it is now (_MATCH), once each."""
     now, stat, have = _MATCH
     rows, seen = [], set()
+    clock = datetime.now(timezone.utc)
     for fragment in fragments:
         for row in store.read_fragment(fragment):
             pid = row["_point"]
             path = now.get(pid)
             if path is not None and pid not in have and pid not in seen and \
-                    stat[path] == (row["_size"], row["_mtime_ns"]) and row.get("point_id") == pid:
+                    stat[path] == (row["_size"], row["_mtime_ns"]) and row.get("point_id") == pid and \
+                    start_time_problem(row.get("start_time"), clock) is None:
                 seen.add(pid)
                 rows.append(row)
     return _arrow_keyed(rows) if rows else None

@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind, jobs in by_kind.items():
             targets += schedulers.get(kind).cancel(args.sweep_dir, jobs)
+    except schedulers.NotHere as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except schedulers.SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

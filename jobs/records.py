@@ -10,7 +10,7 @@ import re
 import socket
 import stat
 import subprocess
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,31 @@ _PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "vllm", "vllm-c
              "optimum-habana", "submitit", "hydra-core")
 
 
+# How far a record's start time may lie ahead of the reader's clock: NTP-synced nodes are well within it, and a
+# compute node's record read on the login node right after it was written must not count as from the future.
+CLOCK_SKEW = timedelta(minutes=5)
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def start_time_problem(start: Any, clock: datetime | None = None) -> str | None:
+    """Why a record's start time cannot be that of a run that has started, else None: it is not an ISO 8601 time,
+    or it lies more than CLOCK_SKEW ahead of `clock` (this machine's, by default): a clock ahead or an edit. Such
+    a record is no measurement: the judge (read_point) refuses it, it never keeps a new record from replacing it
+    (supersedes), and it is never a run's own (written_since); a start time compared as text would win over every
+    real one."""
+    try:   # Python 3.10's fromisoformat does not read a trailing Z
+        when = datetime.fromisoformat(start[:-1] + "+00:00" if start.endswith("Z") else start)
+    except (AttributeError, TypeError, ValueError):
+        return f"its start time {start!r} is not an ISO 8601 time"
+    when = when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+    clock = clock or datetime.now(timezone.utc)
+    if when - clock > CLOCK_SKEW:
+        return (f"its start time {start} is {str(when - clock).split('.')[0]} in the future (over the "
+                f"{CLOCK_SKEW.total_seconds() / 60:g} min of skew allowed): a clock ahead or an edit; measured again")
+    return None
 
 
 def record_path(points_dir: Path, point_id: str) -> Path:
@@ -45,7 +68,8 @@ def record_path(points_dir: Path, point_id: str) -> Path:
 def written_since(sweep_dir: Path | str, point_id: str, since: str) -> dict[str, Any] | None:
     """The point's record if it was written by a run that started at `since` or later (a start_time), else None."""
     rec = read_record(record_path(Path(sweep_dir) / "points", point_id))
-    return rec if rec is not None and (rec.get("provenance") or {}).get("start_time", "") >= since else None
+    start = ((rec or {}).get("provenance") or {}).get("start_time")
+    return rec if rec is not None and start_time_problem(start) is None and start >= since else None
 
 
 OUTSIDE = (-1, -1)   # record_stats' (size, mtime_ns) of a record file that leads out of its sweep directory
@@ -101,6 +125,8 @@ def supersedes(new: dict[str, Any], old: dict[str, Any] | None, *, observed: boo
     record never replaces an ok measurement, and never one from the same or a later attempt."""
     if old is None or old.get("point_id") != new.get("point_id"):
         return True
+    if start_time_problem((old.get("provenance") or {}).get("start_time")) is not None:
+        return True   # not a measurement that happened (a start time from the future): nothing to keep
     t_new = (new.get("provenance") or {}).get("start_time") or ""
     t_old = (old.get("provenance") or {}).get("start_time") or ""
     if observed:
@@ -250,6 +276,8 @@ def _inconsistent(rec: dict[str, Any]) -> str | None:
     params, metrics = rec["params"], rec["metrics"]
     if (nz := rec.get("noise")) is not None and nz["metric"] not in metrics:
         return f"its noise block is about metric {nz['metric']!r}, which its metrics lack (it has {len(metrics)})"
+    if (why := start_time_problem(rec["provenance"]["start_time"])) is not None:
+        return why
     for k in store.IDENTITY:
         if k in params or k in metrics:
             return f"it has a parameter or metric named {k!r}, as its own {k} (its table row would show the wrong one)"

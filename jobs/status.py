@@ -23,6 +23,7 @@ import signal
 import sys
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
         elif task:
             state = job.get("state", "unknown")
             detail = f"{job['native']} {job.get('exit_code', '')}".strip() if job else f"not in {_source(sub['kind'])}"
-            if state == "pending" and job.get("reason"):   # the scheduler's word on why it waits
+            if state in ACTIVE and job.get("reason"):   # the scheduler's word on why it waits, or on where it runs
                 detail = f"{job['native']}: {job['reason']}"
             if sub.get("kind") == "local" and job.get("native") in LOCAL_WORDS:
                 state, detail = LOCAL_WORDS[job["native"]]   # as the sweep said it, in plain words
@@ -130,7 +131,9 @@ def stored(sweep_dir: Path, stats: Future | None = None) -> tuple[dict[str, tupl
     `stats`: a future of records.record_stats(sweep_dir), started earlier: the store is read meanwhile."""
     stats = stats or _done(records.record_stats(sweep_dir))
     cached = store.columns(sweep_dir, stats, STATUS_COLUMNS)
-    return stats.result(), cached
+    # a row made where the clock was ahead: its record is read and judged here, as aggregate and resume judge it
+    clock = datetime.now(timezone.utc)
+    return stats.result(), {pid: row for pid, row in cached.items() if records.start_time_problem(row[1], clock) is None}
 
 
 def _done(value: Any) -> Future:

@@ -61,9 +61,18 @@ def identity(stop_dir: str | os.PathLike, pid: int | None = None) -> dict[str, A
             "stop": os.path.join(stop_dir, f".stop-{pid}")}
 
 
-def stop(owner: dict[str, Any]) -> None:
-    """Ask the owner's workers to stop (they poll for the file)."""
+def stop(owner: dict[str, Any], within: str | os.PathLike | None = None) -> None:
+    """Ask the owner's workers to stop (they poll for the file). `within`: the directory the stop file must be in
+    (an owner read back from disk may name any path): ValueError, and nothing created, where it is not."""
+    if within is not None and not stops_in(owner, within):
+        raise ValueError(f"the stop file {owner.get('stop')!r} is not in {within}")
     open(owner["stop"], "a").close()
+
+
+def stops_in(owner: dict[str, Any], directory: str | os.PathLike) -> bool:
+    """Whether the owner's stop file is in `directory` (identity(directory) made it), whatever the path's spelling."""
+    file = owner.get("stop")
+    return isinstance(file, str) and os.path.realpath(os.path.dirname(file)) == os.path.realpath(directory)
 
 
 def release(owner: dict[str, Any]) -> None:

@@ -3,6 +3,6 @@
   local: submitit's local executor on this machine; the sweep runs every point and waits.
   slurm: one sbatch call (a job array) per resource group, then the report job; the sweep returns once submitted.
 """
-from jobs.schedulers.base import KINDS, Scheduler, SchedulerError, get
+from jobs.schedulers.base import KINDS, NotHere, Scheduler, SchedulerError, get
 
-__all__ = ["KINDS", "Scheduler", "SchedulerError", "get"]
+__all__ = ["KINDS", "NotHere", "Scheduler", "SchedulerError", "get"]

@@ -49,6 +49,11 @@ class SchedulerError(RuntimeError):
     """A scheduler command failed or cannot be run here; the message is the scheduler's."""
 
 
+class NotHere(SchedulerError):
+    """The jobs asked for cannot be reached from this machine (a local sweep's process on another host, or one
+    working in another directory): rejected before anything is done (exit status 2); the message says where."""
+
+
 @dataclass
 class Limits:
     """What the site lets this user queue; None where unknown or unlimited."""

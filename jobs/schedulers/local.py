@@ -23,7 +23,7 @@ from jobs import files, records, watchdog
 from jobs.devices import _ranges
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import failure_record, run_point, run_points
-from jobs.schedulers.base import ACTIVE, JobState, Outcome, Scheduler, Submission, group_label, job_name
+from jobs.schedulers.base import ACTIVE, JobState, NotHere, Outcome, Scheduler, Submission, group_label, job_name
 
 JOURNALS = "local"   # in the sweep directory
 JOB_FOLDER = "%j"    # under submitit/: each worker's files go to submitit/<its job id>/
@@ -225,9 +225,29 @@ class Seen:
 
     def running(self) -> bool:
         """Its sweep process runs (on another host: one of its points is pending or running)."""
-        if self.owner.get("host") == socket.gethostname():
+        if not self.remote():
             return watchdog.alive(self.owner)
         return any(s in ACTIVE for s in self.states.values())
+
+    def remote(self) -> bool:
+        """Its sweep process is (or was) on another host: whether it runs cannot be told from here."""
+        return self.owner.get("host") != socket.gethostname()
+
+    def elsewhere(self, sweep_dir: Path) -> str | None:
+        """Why its sweep process cannot be reached from here, or None: it runs on another host (the journal came
+        with a copied or shared sweep directory), or it works in another directory (its stop file is not in
+        `sweep_dir`: this is a copy)."""
+        pid, host = self.owner.get("pid"), self.owner.get("host")
+        if self.remote():
+            return f"its sweep process (pid {pid}) runs on host {host}, not on this one ({socket.gethostname()})"
+        if not watchdog.stops_in(self.owner, sweep_dir):
+            return f"its sweep process (pid {pid}) works in {self.home()}, not in {sweep_dir} (a copy of it)"
+        return None
+
+    def home(self) -> str:
+        """The sweep directory its sweep process works in (that of its stop file), as that process spells it."""
+        stop = self.owner.get("stop")
+        return os.path.dirname(stop) if isinstance(stop, str) else "another directory"
 
 
 def path(sweep_dir: Path, job: str) -> Path:
@@ -245,6 +265,8 @@ def read(sweep_dir: Path, job: str) -> Seen | None:
         try:
             entry = json.loads(line)
             if seen is None:
+                if not isinstance(entry["owner"], dict):
+                    raise TypeError("owner")
                 seen = Seen(entry["owner"], {t: "pending" for t in entry["tasks"].values()}, {})
             else:
                 seen.states[entry["task"]] = entry["state"]
@@ -497,6 +519,9 @@ class Local(Scheduler):
             gone = state in ACTIVE and not s.running()
             out[jid] = {"state": "cancelled" if gone else state, "native": "SWEEP_GONE" if gone else state.upper(),
                         "exit_code": "", "elapsed": "", "nodes": s.owner.get("host") or ""}
+            if state in ACTIVE and not gone and (why := s.elsewhere(sweep_dir)):
+                # a journal that came with a copy: what it says may be long over (status shows why)
+                out[jid]["reason"] = why + ("; whether it still runs cannot be told from here" if s.remote() else "")
         return out
 
     def cancel(self, sweep_dir: Path, job_ids: list[str], timeout_s: float = 120) -> list[str]:
@@ -504,8 +529,14 @@ class Local(Scheduler):
         `timeout_s` until their sweep processes ended."""
         jobs = sorted({j.split("_")[0] for j in job_ids})
         targets = [j for j, s in self.poll(sweep_dir, jobs).items() if s["state"] in ACTIVE]
-        for job in targets:
-            watchdog.stop(read(sweep_dir, job).owner)
+        seen = {j: read(sweep_dir, j) for j in targets}
+        for job, s in seen.items():   # all checked before any is stopped: a refusal changes nothing
+            if why := s.elsewhere(sweep_dir):
+                there = f"on {s.owner.get('host')}" if s.remote() else "there"
+                raise NotHere(f"{sweep_dir}: local job {job}: {why}; cancel it {there}: "
+                              f"python -m jobs.cancel {s.home()}")
+        for s in seen.values():
+            watchdog.stop(s.owner, within=sweep_dir)
         deadline = time.monotonic() + timeout_s
         while any(read(sweep_dir, j).running() for j in targets) and time.monotonic() < deadline:
             time.sleep(0.2)
