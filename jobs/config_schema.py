@@ -127,17 +127,21 @@ def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def not_finite(value: Any, path: str) -> str | None:
-    """`path=value` of the first nan or inf anywhere in `value` (nested mappings and lists), else None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{path}={value!r}"
+def _first(value: Any, path: str, found: Any) -> str | None:
+    """found(leaf, its path) for the first leaf anywhere in `value` (nested mappings and lists) where it says
+    something, else None."""
     if isinstance(value, dict):
         items: Any = ((f"{path}.{k}", v) for k, v in value.items())
     elif isinstance(value, (list, tuple)):
         items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
     else:
-        return None
-    return next((w for p, v in items if (w := not_finite(v, p))), None)
+        return found(value, path)
+    return next((w for p, v in items if (w := _first(v, p, found))), None)
+
+
+def not_finite(value: Any, path: str) -> str | None:
+    """`path=value` of the first nan or inf anywhere in `value`, else None."""
+    return _first(value, path, lambda v, p: f"{p}={v!r}" if isinstance(v, float) and not math.isfinite(v) else None)
 
 
 def redact(text: str) -> str:
@@ -153,17 +157,9 @@ def _literal(secret: str) -> bool:
 
 
 def with_credentials(value: Any, path: str) -> str | None:
-    """`path=value` (redacted) of the first string anywhere in `value` (nested mappings and lists) that carries
-    credentials in a URL, else None."""
-    if isinstance(value, str):
-        return f"{path}={redact(value)!r}" if redact(value) != value else None
-    if isinstance(value, dict):
-        items: Any = ((f"{path}.{k}", v) for k, v in value.items())
-    elif isinstance(value, (list, tuple)):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
-    else:
-        return None
-    return next((w for p, v in items if (w := with_credentials(v, p))), None)
+    """`path=value` (redacted) of the first string anywhere in `value` that carries credentials in a URL, else
+    None."""
+    return _first(value, path, lambda v, p: f"{p}={redact(v)!r}" if isinstance(v, str) and redact(v) != v else None)
 
 
 @dataclass(frozen=True)
