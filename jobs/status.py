@@ -386,6 +386,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"(the sweep started last: {args.sweep_dir})")
     gc.disable()   # a short run that makes some 10 objects per point and frees none: 20 % of it was collections
+    try:
+        return _status(args)
+    finally:
+        gc.enable()   # for a caller in the same process (tests)
+
+
+def _status(args: argparse.Namespace) -> int:
     with ThreadPoolExecutor(1) as pool:
         # one stat per record file in a thread (system calls, the GIL let go) while the manifest and the store are
         # read; again after --record has written records
