@@ -45,19 +45,20 @@ LOCAL_WORDS = {"CANCELLED": ("not started", ("the sweep was interrupted (Ctrl-C,
 
 
 def point_states(sweep_dir: Path, manifest: Manifest | None = None,
-                 jobs: dict[str, dict[str, str]] | None = None, seen: Future | None = None) -> list[dict[str, Any]]:
+                 jobs: dict[str, dict[str, str]] | None = None,
+                 seen: tuple[dict[str, tuple[int, int]], dict[str, tuple]] | None = None) -> list[dict[str, Any]]:
     """One row per point of the manifest: point_id, state, job, hardware, cards, label, detail.
 
-    `jobs`: job states already queried (see job_states); by default they are queried here. `seen`: a future of
-    stored(sweep_dir), started earlier."""
+    `jobs`: job states already queried (see job_states); by default they are queried here. `seen`:
+    stored(sweep_dir) if the caller has it."""
     manifest = manifest or Manifest.load(sweep_dir)
     latest = manifest.latest()
     if jobs is None:
         jobs = job_states(manifest)
     elsewhere = {pid: c for e in manifest.data["submissions"] for c in (e.get("elsewhere") or {}).values()
                  for pid in c["points"]}
-    seen_now = seen.result() if seen is not None else stored(sweep_dir)
-    recs = _records(sweep_dir, manifest.data["points"], seen_now)
+    seen = seen or stored(sweep_dir)
+    recs = _records(sweep_dir, manifest.data["points"], seen)
 
     def fresh(rec: tuple | None, submitted: str | None) -> bool:   # a record of the latest submission's run
         return rec is not None and submitted is not None and (rec[1] or "") >= submitted
@@ -105,7 +106,7 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                      "fresh_record": is_fresh, "submitted": sub.get("submitted"),
                      "job_state": job if job is not _NONE else {}, "kind": sub.get("kind"),
                      "group": sub.get("group") or "-"})
-    return rows + _unlisted(sweep_dir, manifest.data["points"], seen_now)
+    return rows + _unlisted(sweep_dir, manifest.data["points"], seen)
 
 
 UNLISTED = "(not in manifest)"   # the group of the records under points/ of points the manifest does not name
@@ -129,17 +130,12 @@ STATUS_COLUMNS = ["status", "start_time", "error_message", "hardware", "cards"]
 def stored(sweep_dir: Path, stats: Future | None = None) -> tuple[dict[str, tuple[int, int]], dict[str, tuple]]:
     """(every record file's stat, what the results store holds of those unchanged: STATUS_COLUMNS).
     `stats`: a future of records.record_stats(sweep_dir), started earlier: the store is read meanwhile."""
-    stats = stats or _done(records.record_stats(sweep_dir))
-    cached = store.columns(sweep_dir, stats, STATUS_COLUMNS)
+    found = stats if stats is not None else records.record_stats(sweep_dir)
+    cached = store.columns(sweep_dir, found, STATUS_COLUMNS)
     # a row made where the clock was ahead: its record is read and judged here, as aggregate and resume judge it
     clock = datetime.now(timezone.utc)
-    return stats.result(), {pid: row for pid, row in cached.items() if records.start_time_problem(row[1], clock) is None}
-
-
-def _done(value: Any) -> Future:
-    f: Future = Future()
-    f.set_result(value)
-    return f
+    return (found.result() if isinstance(found, Future) else found,
+            {pid: row for pid, row in cached.items() if records.start_time_problem(row[1], clock) is None})
 
 
 def _records(sweep_dir: Path, points: dict[str, Any],
@@ -403,7 +399,7 @@ def _status(args: argparse.Namespace) -> int:
             print(f"wrote {len(written)} record(s) for jobs that ended without one")
             stats = pool.submit(records.record_stats, args.sweep_dir)
         jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
-        rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=_done(stored(args.sweep_dir, stats)))
+        rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=stored(args.sweep_dir, stats))
     show(args.sweep_dir, rows, every=args.all)
     line, failed = report_summary(args.sweep_dir, manifest, jobs)
     if line:
