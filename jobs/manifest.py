@@ -32,6 +32,7 @@ class Manifest:
     def __init__(self, sweep_dir: Path):
         self.path = Path(sweep_dir) / NAME
         self.journal = Path(sweep_dir) / JOURNAL
+        self._read_only, self._latest = False, None   # load_brief's: read only, latest() made once
         self.data: dict[str, Any] = self._read() if self.path.exists() else {"points": {}, "submissions": []}
         self._replay()
 
@@ -75,28 +76,19 @@ class Manifest:
         from (save() writes it), else made from them and kept there (a 100,000-point manifest is 60 MB, most of it
         the points' params: 0.5 s to parse; its brief copy parses in a tenth of that)."""
         m = cls.__new__(cls)
-        m.path, m.journal, m._read_only = Path(sweep_dir) / NAME, Path(sweep_dir) / JOURNAL, True
+        m.path, m.journal = Path(sweep_dir) / NAME, Path(sweep_dir) / JOURNAL
+        m._read_only, m._latest = True, None
         key = [_stat(m.path), _stat(m.journal), list(params)]   # before reading: a change meanwhile shows next time
         try:
-            kept = orjson.loads(m._brief_path().read_bytes())
+            kept = orjson.loads(_brief_path(sweep_dir).read_bytes())
             if key[0] is not None and kept["key"] == key:
                 m.data = kept["data"]
                 return m
         except (OSError, ValueError, KeyError, TypeError):
             pass
         m.data = _brief(cls.load(sweep_dir).data, params)
-        m._keep_brief(key)
+        _keep_brief(sweep_dir, key, m.data)
         return m
-
-    def _brief_path(self) -> Path:
-        return self.path.parent / store.DIR / BRIEF
-
-    def _keep_brief(self, key: list) -> None:
-        try:
-            with files.atomic(self._brief_path()) as tmp:
-                tmp.write_bytes(orjson.dumps({"key": key, "data": self.data}))
-        except OSError:   # a read-only sweep: made again next time
-            pass
 
     @classmethod
     def load_or_exit(cls, sweep_dir: Path, brief: bool = False) -> "Manifest":
@@ -114,10 +106,7 @@ class Manifest:
         path = files.write_text(self.path, json.dumps(self.data, separators=(",", ":"), allow_nan=False, default=str))
         self.journal.unlink(missing_ok=True)
         # the brief copy jobs.status reads, made now (a tenth of the save) rather than by the first status after it
-        brief = Manifest.__new__(Manifest)
-        brief.path, brief.journal = self.path, self.journal
-        brief.data = _brief(self.data, BRIEF_PARAMS)
-        brief._keep_brief([_stat(self.path), None, list(BRIEF_PARAMS)])
+        _keep_brief(self.path.parent, [_stat(self.path), None, list(BRIEF_PARAMS)], _brief(self.data, BRIEF_PARAMS))
         return path
 
     def begin(self, points: list[Point], *, cluster: dict[str, Any], argv: list[str] | None = None,
@@ -176,7 +165,7 @@ class Manifest:
 
     def latest(self) -> dict[str, dict[str, Any]]:
         """Point id -> its latest submission: {submitted, task (job id or None), group, error, not_sent}."""
-        if getattr(self, "_latest", None) is not None:   # a brief copy, read only: once
+        if self._latest is not None:
             return self._latest
         out: dict[str, dict[str, Any]] = {}
         for entry in self.data["submissions"]:
@@ -185,7 +174,7 @@ class Manifest:
                 for pid, task in zip(g["points"], tasks):
                     out[pid] = {"submitted": g["submitted"], "task": task, "group": g.get("name") or key,
                                 "error": g["error"], "not_sent": g.get("not_sent"), "kind": entry["kind"]}
-        if getattr(self, "_read_only", False):
+        if self._read_only:
             self._latest = out
         return out
 
@@ -202,6 +191,19 @@ class Manifest:
         """Enough of the point for a failure record."""
         p = self.data["points"][point_id]
         return {"point_id": point_id, "sweep": p["sweep"], "params": p["params"], "command": p["command"]}
+
+
+def _brief_path(sweep_dir: Path) -> Path:
+    return Path(sweep_dir) / store.DIR / BRIEF
+
+
+def _keep_brief(sweep_dir: Path, key: list, data: dict[str, Any]) -> None:
+    """Write load_brief's copy, `data` made from the manifest whose stats are `key`."""
+    try:
+        with files.atomic(_brief_path(sweep_dir)) as tmp:
+            tmp.write_bytes(orjson.dumps({"key": key, "data": data}))
+    except OSError:   # a read-only sweep: made again next time
+        pass
 
 
 def _brief(data: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any]:
