@@ -26,6 +26,9 @@ from jobs.energy import make_meter
 from jobs.plan import dist_timeout_s, nodes_for
 from jobs.workloads.base import Context, drop
 
+# set by a local sweep (jobs.schedulers.local) for its worker: the other sweeps whose workers pin its cores
+CORES_SHARED_ENV = "ACCELSWEEP_CORES_SHARED"
+
 
 def _job_env() -> tuple[int, int, int, int, list[str]]:
     """(rank, world, local_rank, local_world, hostnames) from submitit (Slurm or local) or a plain process."""
@@ -211,7 +214,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         # rank 0's cores (no collective here: a rank that failed after the workload's last one must not hang it)
         host = load.stop()
         if rank == 0:
-            shared = os.environ.get("ACCELSWEEP_CORES_SHARED")   # jobs.schedulers.local: another sweep on them
+            shared = os.environ.get(CORES_SHARED_ENV)
             info = {**result.info, "cpu_cores_pinned": cores, "rank_hosts": rank_hosts, **host,
                     **({"cpu_cores_shared_with": shared} if shared else {}),
                     **({"cpu_threads_env_late": True} if worker.late else {}),

@@ -22,7 +22,7 @@ from typing import Any
 from jobs import files, records, watchdog
 from jobs.devices import _ranges
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
-from jobs.point import failure_record, run_point, run_points
+from jobs.point import CORES_SHARED_ENV, failure_record, run_point, run_points
 from jobs.schedulers.base import ACTIVE, JobState, NotHere, Outcome, Scheduler, Submission, group_label, job_name
 
 JOURNALS = "local"   # in the sweep directory
@@ -128,7 +128,7 @@ def cores_in_flight(groups: dict[str, list[Point]], max_parallel: int) -> list[t
                         f"measurements would share cores; use cluster.max_parallel={fit} (or fewer cards)")]
 
 
-SHARED_ENV = "ACCELSWEEP_CORES_SHARED"   # a worker's note for its record: another sweep's workers on its cores
+SHARED_ENV = CORES_SHARED_ENV   # a worker's note for its record: another sweep's workers on its cores
 
 
 def _registry() -> Path:
