@@ -129,3 +129,13 @@ load = HostLoad().start(); time.sleep(1.5); print(json.dumps(load.stop()))
     info = json.loads(out.stdout)
     assert info["cores_shared"] is True and info["other_on_cores_frac"] >= 0.3, info
     assert info["load_avg_1m_end"] >= 0 and info["host_cores"] == os.cpu_count()
+
+
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_median_ci_past_the_exact_sums_agrees_with_them(confidence, monkeypatch):
+    """Past EXACT_UP_TO samples k comes from scipy's binomial CDF: the same k as the exact sums, checked around the
+    switch and beyond it (the exact sums forced on by raising the limit)."""
+    ns = list(range(2, 60)) + list(range(990, 1012)) + [1500, 2047, 3000]
+    fast = [noise.order_statistic(n, confidence) for n in ns]
+    monkeypatch.setattr(noise, "EXACT_UP_TO", 10**9)
+    assert fast == [noise.order_statistic(n, confidence) for n in ns]

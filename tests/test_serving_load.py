@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 import threading
 
 import pytest
 from aiohttp import web
 
+from jobs.metrics import percentile
+from jobs.noise import median_ci
 from jobs.workloads.serving import load, metrics
 from jobs.workloads.serving.load import Load, Request
 
@@ -144,7 +147,19 @@ def test_goodput_counts_the_requests_within_both_limits():
     assert metrics.summary(reqs, 2.0, 1, metrics.Slo())["goodput_req_s"] == pytest.approx(4 / 2.0)
     assert out["tpot_p50_s"] == pytest.approx(0.01) and out["tpot_mean_s"] == pytest.approx(0.07 / 3)
     assert out["output_tok_s_per_user"] == pytest.approx((100 + 100 + 20) / 3)
-    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5 and metrics.percentile([5], 99) == 5
+
+
+def test_latency_stats_agree_with_the_reference_definitions():
+    """The summary's one-sort numpy statistics equal jobs.metrics.percentile and jobs.noise.median_ci."""
+    rng = random.Random(3)
+    for n in (1, 5, 6, 10, 999, 1001, 5000):
+        xs = [rng.lognormvariate(-3, 1) for _ in range(n)]
+        out = metrics._stats("itl", xs)
+        for q in (50, 90, 99):
+            assert out[f"itl_p{q}_s"] == pytest.approx(percentile(xs, q), rel=1e-12)
+        assert out["itl_mean_s"] == pytest.approx(sum(xs) / n, rel=1e-12)
+        ci = median_ci(xs)
+        assert (out.get("itl_p50_s_ci_lo"), out.get("itl_p50_s_ci_hi")) == (ci or (None, None))
 
 
 def test_every_summary_figure_is_declared():

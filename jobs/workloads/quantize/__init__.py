@@ -134,8 +134,6 @@ def check(cfg: dict[str, Any]) -> list[str]:
         found = local_tasks(ds["task_dir"])
         problems += [f"workload.downstream.tasks: {t!r} is not a task in {ds['task_dir']} (its YAML files define: "
                      f"{', '.join(sorted(found)) or 'none'})" for t in ds["tasks"] if t not in found]
-    if importlib.util.find_spec("scipy") is None and wl["assign"] == "kmeans":
-        problems.append("workload.assign=kmeans needs scipy: pip install 'accelsweep[quantize]'")
     if wl["apply"] == "real":
         backend, why = real_backend(wl, cfg.get("device_override") or cfg["hardware"]["device"])
         if backend is None and wl["backend"] != "auto":
