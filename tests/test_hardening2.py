@@ -397,7 +397,7 @@ def test_endpoint_that_never_answers_says_which_request_timed_out_after_how_long
         server.bind(("127.0.0.1", 0))
         server.listen(8)
         port = server.getsockname()[1]
-        reqs, _ = load.run(f"http://127.0.0.1:{port}", "tiny", load.prompts(100, 5, 1), 3,
+        reqs, _, _ = load.run(f"http://127.0.0.1:{port}", "tiny", load.prompts(100, 5, 1), 3,
                            load.Load("concurrency", 1, 1), timeout_s=0.5)
     assert [r.ok for r in reqs] == [False]
     assert reqs[0].error == ("TimeoutError: a request (prompt of 5 tokens, 3 asked) got no answer within "

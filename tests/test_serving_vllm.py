@@ -48,7 +48,7 @@ def test_closed_and_open_loops_get_exactly_the_asked_tokens(server):
     for spec in (load.Load("concurrency", 1, requests=4, warmup_requests=1),
                  load.Load("concurrency", 4, requests=8, warmup_requests=1),
                  load.Load("rate", 8, requests=8, warmup_requests=1, seed=3)):
-        reqs, window = load.run(server.base_url, "tiny", load.prompts(VOCAB, 24, spec.requests + 1), 12, spec)
+        reqs, window, _ = load.run(server.base_url, "tiny", load.prompts(VOCAB, 24, spec.requests + 1), 12, spec)
         out = metrics.summary(reqs, window, cards=1, slo=metrics.Slo())
         assert out["ok_requests"] == spec.requests, [r.error for r in reqs]
         assert all(r.output_tokens == 12 and len(r.chunk_times) >= 2 for r in reqs)

@@ -11,6 +11,6 @@ rm -rf .whl && mkdir -p .whl
 pip download -q --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 --no-deps -d .whl \
   hydra-core==1.3.8 omegaconf==2.3.1 submitit altair vl-convert-python orjson jsonschema jsonschema-rs \
-  jsonschema-specifications referencing rpds-py diffusers   # hydra and omegaconf: the pair tested here
+  jsonschema-specifications referencing rpds-py diffusers httptools uvloop   # hydra and omegaconf: the pair tested here
 pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3   # omegaconf's pin exists as a source package only
 du -sh .whl

@@ -246,11 +246,14 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if wl["warmup_requests"]:
         n = int(wl["warmup_requests"])
         warm = loads.Load("concurrency", max(1, min(n, int(float(wl["level"])))), requests=n)
-        _, info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout, api_key)
+        info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout, api_key,
+                                     client_processes=1).window_s
 
     def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
-        reqs, window = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout, api_key)
-        return summary(reqs, window, int(cfg["cards"]), limits) | {"window_s": window}, reqs
+        got = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout, api_key,
+                        client_processes=wl["client_processes"])
+        figures = summary(got.requests, got.window_s, int(cfg["cards"]), limits)
+        return figures | {"window_s": got.window_s} | got.client, got.requests
 
     before = server.scrape()
     if wl["search"]:
@@ -298,12 +301,12 @@ def run(cfg: dict[str, Any], ctx) -> Result:
 
 
 def split(figures: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """A load's figures (summary() and its window) as a record's samples (the declared metrics) and info (the
-    request counts, the window, the intervals of the p50 latencies)."""
+    """A load's figures (summary(), its window, the client's health) as a record's samples (the declared metrics)
+    and info (the request counts, the window, the intervals of the p50 latencies, the client's figures)."""
     samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
     info = {k: v for k, v in figures.items()
             if k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s")
-            or k.endswith(("_ci_lo", "_ci_hi"))}
+            or k.endswith(("_ci_lo", "_ci_hi")) or k.startswith("client_")}
     return samples, info
 
 

@@ -5,17 +5,32 @@ Closed loop: `concurrency` requests in flight at all times. Open loop: requests 
 its slot came free (closed loop), so queueing in the client counts in its TTFT and E2E. Warm-up requests run first,
 to completion, and are not returned. Prompts are token ids, so their length is exact on any tokenizer, or text
 from a dataset (dataset.py), whose length in tokens the server's usage count gives.
+
+The load is spread over client processes (client.py: one event loop each), one per core of the job by default, so
+that the client is not what is measured; they start together and their requests are merged in the load's order.
+Each process reports its CPU share and event-loop lag over the window: a saturated client is `client_bound`.
 """
 from __future__ import annotations
 
-import asyncio
-import json
+import os
+import pickle
 import random
+import select
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
 
-import aiohttp
+import numpy as np
+import orjson
+
+from . import client
+from .client import Request
+
+__all__ = ["Load", "Request", "Run", "body", "prompts", "run"]
 
 MODES = ("concurrency", "rate")
 # the key of an endpoint that asks for one (vLLM's --api-key), read as OpenAI's clients and vLLM's benchmarks read it
@@ -57,29 +72,6 @@ class Load:
         return out
 
 
-@dataclass
-class Request:
-    """One request as the client saw it; times in seconds from its start (see the module's docstring)."""
-
-    prompt_tokens: int
-    asked_tokens: int
-    start: float = 0.0           # perf_counter when it was due
-    ok: bool = False
-    error: str | None = None
-    ttft: float | None = None
-    e2e: float | None = None
-    chunk_times: list[float] = field(default_factory=list)   # each content chunk's arrival, from the start
-    output_tokens: int = 0       # the server's usage count, else the streamed token ids, else the content chunks
-
-    @property
-    def cut_short(self) -> bool:
-        return self.ok and self.output_tokens < self.asked_tokens
-
-    @property
-    def itl(self) -> list[float]:
-        return [b - a for a, b in zip(self.chunk_times, self.chunk_times[1:])]
-
-
 def prompts(vocab_size: int, input_tokens: int, n: int, seed: int = 0, first_id: int = 10) -> list[list[int]]:
     """`n` prompts of exactly `input_tokens` random token ids in [first_id, vocab_size) (ids below first_id are
     left out: special tokens sit there in the usual tokenizers)."""
@@ -100,104 +92,143 @@ def body(model: str, prompt: Prompt, output_tokens: int) -> dict:
             "return_token_ids": True}
 
 
-async def _send(session: aiohttp.ClientSession, url: str, payload: dict, req: Request) -> Request:
-    chunks = ids = 0
+
+# A client process busy for this share of the window was saturated: chunks queued in it before they were timed, so
+# its point's latencies are the client's as much as the server's. (Its event loop's lag is recorded beside: on a
+# machine shared with a CPU server it also grows when the client is starved, not saturated.)
+BUSY_LIMIT = 0.9
+START_MARGIN_S = 0.05      # between the last process saying it is ready and the shared start
+READY_TIMEOUT_S = 60.0
+CLIENT_MAIN = f"import sys; from {client.__name__} import main; main(sys.argv[1])"
+
+
+class Run(NamedTuple):
+    requests: list[Request]      # in the load's order
+    window_s: float              # first send to last answer
+    client: dict[str, Any]       # the client's health over the window (health())
+
+
+def processes(load: Load, asked: int | None) -> int:
+    """Client processes for `load`: `asked`, else one per core this job may use; never more than the streams."""
+    streams = int(load.level) if load.mode == "concurrency" else load.requests
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(asked or cores, streams, load.requests))
+
+
+def shares(url: str, headers, timeout_s: float, payloads: list[bytes], reqs: list[Request], load: Load,
+           n: int) -> list[client.Share]:
+    """`load` split over `n` processes. Closed loop: the slots as evenly as they go, each process the requests of
+    its slots (request i to the owner of slot i mod level); open loop: request i to process i mod n, at its due
+    time."""
+    if load.mode == "concurrency":
+        level = int(load.level)
+        slots = [level // n + (i < level % n) for i in range(n)]
+        owner = [p for p, k in enumerate(slots) for _ in range(k)]
+        picks: list[list[int]] = [[] for _ in range(n)]
+        for i in range(len(reqs)):
+            picks[owner[i % level]].append(i)
+        due = [None] * n
+    else:
+        times = load.send_times()
+        slots = [0] * n
+        picks = [list(range(p, len(reqs), n)) for p in range(n)]
+        due = [[times[i] for i in pick] for pick in picks]
+    return [client.Share(url, headers, timeout_s, [payloads[i] for i in pick], [reqs[i] for i in pick], pick,
+                         slots=slots[p], due=due[p]) for p, pick in enumerate(picks)]
+
+
+def _spread(parts: list[client.Share]) -> tuple[list[client.Outcome], float]:
+    """Run each share in a client process of its own (client.main() in a fresh
+    interpreter, whatever the caller's main module is), all started at one time.monotonic(); (their outcomes, the
+    start). Started processes are ended whatever happens here."""
+    root = str(Path(__file__).resolve().parents[3])   # the directory holding `jobs`: importable in the child
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    procs: list[subprocess.Popen] = []
+    tmp = tempfile.TemporaryDirectory(prefix="accelsweep-client-")
+    outs = [os.path.join(tmp.name, f"{i}.pickle") for i in range(len(parts))]
     try:
-        async with session.post(url, json=payload) as resp:
-            if resp.status != 200:
-                req.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
-                return req
-            async for raw in resp.content:
-                line = raw.decode().strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    break
-                msg = json.loads(data)
-                if msg.get("error"):
-                    req.error = str(msg["error"])[:300]
-                    return req
-                if msg.get("usage"):
-                    req.output_tokens = int(msg["usage"].get("completion_tokens") or 0)
-                    req.prompt_tokens = int(msg["usage"].get("prompt_tokens") or req.prompt_tokens)
-                choices = msg.get("choices") or ()
-                ids += sum(len(c.get("token_ids") or ()) for c in choices)
-                if any(c.get("text") or c.get("token_ids") for c in choices):
-                    now = time.perf_counter() - req.start
-                    if req.ttft is None:
-                        req.ttft = now
-                    req.chunk_times.append(now)
-                    chunks += 1
-        req.e2e = time.perf_counter() - req.start
-        req.output_tokens = req.output_tokens or ids or chunks
-        req.ok = req.ttft is not None
-        if not req.ok:
-            req.error = "the stream ended without a token"
-    except asyncio.TimeoutError:   # its text is empty: say which request waited, and for how long
-        limit = session.timeout.total
-        got = f"{chunks} chunk(s) streamed" if chunks else "no answer"
-        req.error = (f"TimeoutError: a request (prompt of {req.prompt_tokens or '?'} tokens, {req.asked_tokens} "
-                     f"asked) got {got} within workload.request_timeout_s={limit:g} s")
-    except (aiohttp.ClientError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        req.error = f"{type(exc).__name__}: {exc}"[:300]
-    return req
+        for part, out in zip(parts, outs):
+            proc = subprocess.Popen([sys.executable, "-c", CLIENT_MAIN, out], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            procs.append(proc)
+            proc.stdin.write(pickle.dumps(part))
+            proc.stdin.flush()
+        for proc in procs:
+            _ready(proc)
+        start = time.monotonic() + START_MARGIN_S
+        for proc in procs:
+            proc.stdin.write(b"%r\n" % start)
+            proc.stdin.flush()
+        return [_outcome(proc, out) for proc, out in zip(procs, outs)], start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        tmp.cleanup()
 
 
-async def _closed(session, url, payloads, reqs, concurrency: int) -> None:
-    queue = list(zip(payloads, reqs))[::-1]
-
-    async def slot():
-        while queue:
-            payload, req = queue.pop()
-            req.start = time.perf_counter()
-            await _send(session, url, payload, req)
-
-    await asyncio.gather(*(slot() for _ in range(concurrency)))
+def _ready(proc: subprocess.Popen) -> None:
+    if select.select([proc.stdout], [], [], READY_TIMEOUT_S)[0] and proc.stdout.readline() == b"ready\n":
+        return
+    proc.kill()
+    raise RuntimeError(f"a load client process did not start within {READY_TIMEOUT_S:g} s: "
+                       f"{proc.communicate()[1].decode(errors='replace')[-2000:]}")
 
 
-async def _open(session, url, payloads, reqs, due: Sequence[float]) -> None:
-    t0 = time.perf_counter()
-
-    async def one(payload, req, at):
-        await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
-        req.start = t0 + at
-        await _send(session, url, payload, req)
-
-    await asyncio.gather(*(one(p, r, at) for p, r, at in zip(payloads, reqs, due)))
+def _outcome(proc: subprocess.Popen, out: str) -> client.Outcome:
+    _, err = proc.communicate()
+    try:
+        return pickle.loads(Path(out).read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError) as exc:
+        raise RuntimeError(f"a load client process ended without its results (exit {proc.returncode}): "
+                           f"{err.decode(errors='replace')[-2000:]}") from exc
 
 
-async def _run(url, model, prompts, outputs: list[int], load: Load, timeout_s: float,
-               api_key: str | None = None) -> tuple[list[Request], float]:
-    def batch(ps, outs):
-        return ([body(model, p, n) for p, n in zip(ps, outs)],
-                [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n) for p, n in zip(ps, outs)])
+def health(outcomes: list[client.Outcome]) -> dict[str, Any]:
+    """The client's figures over the window (the record's info): processes, the busiest process's CPU share, the
+    event loop's lag (p50, p99, max over every process's samples), CPU seconds per streamed chunk, and the verdict
+    `client_bound` (BUSY_LIMIT)."""
+    busy = max(o.health.cpu_s / o.health.wall_s if o.health.wall_s > 0 else 0.0 for o in outcomes)
+    lags = np.array([x for o in outcomes for x in o.health.lags_s] or [0.0])
+    p50, p99 = (float(v) for v in np.percentile(lags, (50, 99)))
+    chunks = sum(len(r.chunk_times) for o in outcomes for r in o.requests)
+    cpu = sum(o.health.cpu_s for o in outcomes)
+    return {"client_processes": len(outcomes), "client_busy_max": busy, "client_cpu_s": cpu,
+            "client_cpu_us_per_chunk": 1e6 * cpu / chunks if chunks else None,
+            "client_loop_lag_p50_s": p50, "client_loop_lag_p99_s": p99, "client_loop_lag_max_s": float(lags.max()),
+            "client_bound": bool(busy >= BUSY_LIMIT)}
 
-    connector = aiohttp.TCPConnector(limit=0)   # no pool limit: the load decides what is in flight
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    async with aiohttp.ClientSession(connector=connector, headers=headers,
-                                     timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-        w = load.warmup_requests
-        if w:
-            await _closed(session, url, *batch(prompts[:w], outputs[:w]), concurrency=min(w, max(1, int(load.level))))
-        payloads, reqs = batch(prompts[w:], outputs[w:])
-        t0 = time.perf_counter()
-        if load.mode == "concurrency":
-            await _closed(session, url, payloads, reqs, int(load.level))
-        else:
-            await _open(session, url, payloads, reqs, load.send_times())
-        return reqs, time.perf_counter() - t0
+
+def _warm(url, headers, timeout_s, payloads, reqs, load: Load) -> None:
+    w = client.Share(url, headers, timeout_s, payloads, reqs, list(range(len(reqs))),
+                     slots=min(len(reqs), max(1, int(load.level))))
+    client.run_loop(client.drive(w))
 
 
 def run(base_url: str, model: str, prompts: list[Prompt], output_tokens: int | list[int], load: Load,
-        timeout_s: float = 600.0, api_key: str | None = None) -> tuple[list[Request], float]:
-    """Send `load` to `base_url` (e.g. http://127.0.0.1:8000); return the measured requests and the window's
-    length in seconds (first send to last answer). `prompts`: warm-up prompts first, then one per request (token
-    ids or text); `output_tokens`: for every request, or one per prompt; `api_key`: sent as a Bearer token."""
+        timeout_s: float = 600.0, api_key: str | None = None, client_processes: int | None = None) -> Run:
+    """Send `load` to `base_url` (e.g. http://127.0.0.1:8000) from `client_processes` processes (None: processes());
+    return the measured requests, the window (first send to last answer) and the client's health. `prompts`:
+    warm-up prompts first, then one per request (token ids or text); `output_tokens`: for every request, or one per
+    prompt; `api_key`: sent as a Bearer token."""
     need = load.warmup_requests + load.requests
     outputs = [output_tokens] * len(prompts) if isinstance(output_tokens, int) else list(output_tokens)
     if len(prompts) != need or len(outputs) != need:
         raise ValueError(f"{len(prompts)} prompts and {len(outputs)} output lengths for {load.warmup_requests} "
                          f"warm-up + {load.requests} requests")
-    return asyncio.run(_run(base_url.rstrip("/") + "/v1/completions", model, prompts, outputs, load, timeout_s,
-                            api_key))
+    url = base_url.rstrip("/") + "/v1/completions"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    payloads = [orjson.dumps(body(model, p, n)) for p, n in zip(prompts, outputs)]
+    reqs = [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n)
+            for p, n in zip(prompts, outputs)]
+    w = load.warmup_requests
+    if w:
+        _warm(url, headers, timeout_s, payloads[:w], reqs[:w], load)
+    parts = shares(url, headers, timeout_s, payloads[w:], reqs[w:], load, processes(load, client_processes))
+    if len(parts) == 1:
+        start = time.monotonic()
+        outcomes = [client.run_loop(client.drive(parts[0], start))]
+    else:
+        outcomes, start = _spread(parts)
+    return Run(client.merge(outcomes, load.requests), max(o.end for o in outcomes) - start, health(outcomes))

@@ -54,6 +54,9 @@ OPTIONS: dict[str, Any] = {
     "search_max_probes": Int(min=2, default=10, help="the search's largest number of probed rates"),
     "startup_timeout_s": Num(min=1, default=900, identity=False, help=(
         "seconds the server may take to answer its health check; the record then names its log's last lines")),
+    "client_processes": Int(min=1, null=True, default=None, identity=False, help=(
+        "processes of the load client (one event loop each, started together); `null`: one per core the job may use, "
+        "at most one per stream. A client process busy for 90 % of the window marks the point `client_bound`")),
     "request_timeout_s": Num(min=1, default=600, identity=False, help="a request's limit; past it, it counts failed"),
     "server_args": Key("list", default=[], help=(
         "extra arguments for the server's command line, e.g. `[--max-num-batched-tokens,512]` (numbers as text)")),

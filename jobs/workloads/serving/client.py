@@ -1,0 +1,336 @@
+"""One process of the serving load client: its share of the requests sent from one event loop, every stream read
+and timed, and the process's own health over the window (CPU busy share, event-loop lag).
+
+load.py splits a load over several such processes (a Python event loop parses a few tens of thousands of chunks a
+second: past that its own queueing would pass for the server's TTFT and ITL), starts them together and merges what
+they return. Times are time.monotonic(): CLOCK_MONOTONIC, one clock for every process of the machine, so a request
+timed in one process and the shared start set in another are on the same axis.
+"""
+from __future__ import annotations
+
+import asyncio
+import pickle
+import ssl
+import sys
+import time
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httptools
+import orjson
+
+MAX_LINE = 4 << 20        # bytes: a stream line longer than this fails its request, not the point
+LAG_PERIOD_S = 0.01       # how often the event loop's lateness is sampled
+
+
+@dataclass
+class Request:
+    """One request as the client saw it; times in seconds from its start (when it was due, or when its slot came
+    free in a closed loop, so queueing in the client counts in its TTFT and E2E)."""
+
+    prompt_tokens: int
+    asked_tokens: int
+    start: float = 0.0           # time.monotonic() when it was due
+    ok: bool = False
+    error: str | None = None
+    ttft: float | None = None
+    e2e: float | None = None
+    chunk_times: list[float] = field(default_factory=list)   # each content chunk's arrival, from the start
+    chunk_tokens: list[int] = field(default_factory=list)    # tokens in each content chunk (1 where not told)
+    output_tokens: int = 0       # the server's usage count, else the streamed token ids, else the content chunks
+
+    @property
+    def cut_short(self) -> bool:
+        return self.ok and self.output_tokens < self.asked_tokens
+
+    @property
+    def itl(self) -> list[float]:
+        return [b - a for a, b in zip(self.chunk_times, self.chunk_times[1:])]
+
+
+@dataclass
+class Share:
+    """One process's part of a load: request i of the whole load is `indices[i]`; closed loop: `slots` requests in
+    flight; open loop: each request's due time (`due`, seconds from the shared start)."""
+
+    url: str
+    headers: dict[str, str] | None
+    timeout_s: float
+    payloads: list[bytes]
+    requests: list[Request]
+    indices: list[int]
+    slots: int = 0
+    due: list[float] | None = None
+
+
+@dataclass
+class Health:
+    """What one client process did over the window: its CPU time and how late its event loop woke."""
+
+    cpu_s: float
+    wall_s: float
+    lags_s: list[float]
+
+
+@dataclass
+class Outcome:
+    requests: list[Request]
+    indices: list[int]
+    end: float                   # time.monotonic() of its last answer
+    health: Health
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection that carries one streamed request at a time. The response is parsed by
+    httptools (llhttp, as in Node and uvicorn) inside the event loop's read callback, and its SSE lines go straight
+    to _Events: no task switch, future or copy per chunk, which is where a general HTTP client spends its time."""
+
+    def __init__(self):
+        self.transport: asyncio.Transport | None = None
+        self.done: asyncio.Future | None = None
+        self.req: Request | None = None
+        self.events: _Events | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.status, self.body, self.reusable, self.now = 0, b"", False, 0.0
+
+    def send(self, head: bytes, payload: bytes, req: Request) -> asyncio.Future:
+        self.done = asyncio.get_running_loop().create_future()
+        self.req, self.events, self.status, self.body = req, _Events(req), 0, b""
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport.write(head + payload)
+        return self.done
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+
+    # asyncio.Protocol
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data: bytes):
+        self.now = time.monotonic()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._end(f"HttpParserError: {exc}")
+
+    def connection_lost(self, exc):
+        self.transport = None
+        self._end(f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection before the answer ended")
+
+    # httptools' callbacks
+    def on_headers_complete(self):
+        self.status, self.reusable = self.parser.get_status_code(), self.parser.should_keep_alive()
+
+    def on_body(self, body: bytes):
+        if self.status != 200:
+            self.body = (self.body + body)[:300]
+        elif self.events is not None and self.events.feed(body, self.now - self.req.start):
+            self.events = None   # [DONE] (the message's end follows), an error event, or a line too long
+            if self.req.error is not None:
+                self._end(None)
+
+    def on_message_complete(self):
+        self._end(None if self.status == 200 else f"HTTP {self.status}: {self.body.decode(errors='replace')}",
+                  keep=self.reusable)
+
+    def _end(self, error: str | None, keep: bool = False) -> None:
+        """The request is over: its error (the first one counts), and the connection kept only when it is clean."""
+        if self.req is not None and error is not None and self.req.error is None:
+            self.req.error = error[:300]
+        if not keep or (self.req is not None and self.req.error is not None):
+            self.close()
+        if self.done is not None and not self.done.done():
+            self.done.set_result(None)
+
+
+class _Target:
+    """Where the requests go: the URL split once, a keep-alive pool of idle connections."""
+
+    def __init__(self, url: str, headers: dict[str, str] | None, timeout_s: float):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port = u.hostname, u.port or (443 if u.scheme == "https" else 80)
+        self.ssl = ssl.create_default_context() if u.scheme == "https" else None
+        self.timeout_s, self.idle = timeout_s, []
+        extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self.head = (f"POST {u.path or '/'} HTTP/1.1\r\nHost: {u.netloc}\r\nContent-Type: application/json\r\n"
+                     f"Accept: text/event-stream\r\n{extra}Content-Length: ").encode()
+
+    async def _send(self, payload: bytes, req: Request) -> _Connection:
+        conn = None
+        while self.idle and conn is None:
+            conn = self.idle.pop()
+            conn = conn if conn.transport is not None else None
+        if conn is None:
+            loop = asyncio.get_running_loop()
+            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self.ssl)
+        try:
+            await conn.send(self.head + b"%d\r\n\r\n" % len(payload), payload, req)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def stream(self, payload: bytes, req: Request) -> None:
+        """Send one request (its clock started at req.start) and read its SSE stream to the end."""
+        try:
+            conn = await asyncio.wait_for(self._send(payload, req), self.timeout_s)
+            if conn.transport is not None:
+                self.idle.append(conn)
+        except asyncio.TimeoutError:   # its text is empty: say which request waited, and for how long
+            got = f"{len(req.chunk_times)} chunk(s) streamed" if req.chunk_times else "no answer"
+            req.error = (f"TimeoutError: a request (prompt of {req.prompt_tokens or '?'} tokens, {req.asked_tokens}"
+                         f" asked) got {got} within workload.request_timeout_s={self.timeout_s:g} s")
+        except OSError as exc:
+            req.error = f"{type(exc).__name__}: {exc}"[:300]
+        req.e2e = time.monotonic() - req.start
+        if req.error is None:
+            req.output_tokens = req.output_tokens or sum(req.chunk_tokens)
+            req.ok = req.ttft is not None
+            if not req.ok:
+                req.error = "the stream ended without a token"
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.close()
+
+
+class _Events:
+    """The SSE lines of one stream, fed as bytes arrive: each `data:` line parsed once (orjson), only the fields a
+    figure needs read (content, token ids, usage, error)."""
+
+    def __init__(self, req: Request):
+        self.req, self.buf = req, b""
+
+    def feed(self, block: bytes, now: float) -> bool:
+        """Take the bytes that arrived at `now`; True when the stream is over (its end, or an error)."""
+        lines = (self.buf + block).split(b"\n")
+        self.buf = lines.pop()
+        if len(self.buf) > MAX_LINE:
+            return self._fail(f"a stream line over {MAX_LINE >> 20} MiB (the server sent {len(self.buf):,} bytes "
+                              "without a newline)")
+        for line in lines:
+            if line.startswith(b"data:") and self._event(line[5:].strip(), now):
+                return True
+        return False
+
+    def _event(self, data: bytes, now: float) -> bool:
+        if data == b"[DONE]":
+            return True
+        try:
+            msg = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            return self._fail(f"JSONDecodeError: {exc}")
+        if not isinstance(msg, dict):
+            return self._fail(f"a stream event that is not an object: {data[:100]!r}")
+        req = self.req
+        if msg.get("error"):
+            return self._fail(str(msg["error"]))
+        if usage := msg.get("usage"):
+            req.output_tokens = int(usage.get("completion_tokens") or 0)
+            req.prompt_tokens = int(usage.get("prompt_tokens") or req.prompt_tokens)
+        tokens = content = 0
+        for c in msg.get("choices") or ():
+            ids = c.get("token_ids")
+            tokens += len(ids) if ids else 0
+            content += bool(ids or c.get("text") or (c.get("delta") or {}).get("content"))
+        if content:
+            if req.ttft is None:
+                req.ttft = now
+            req.chunk_times.append(now)
+            req.chunk_tokens.append(tokens or 1)
+        return False
+
+    def _fail(self, why: str) -> bool:
+        self.req.error = why[:300]
+        return True
+
+
+async def _closed(target: _Target, share: Share) -> None:
+    queue = list(zip(share.payloads, share.requests))[::-1]
+
+    async def slot():
+        while queue:
+            payload, req = queue.pop()
+            req.start = time.monotonic()
+            await target.stream(payload, req)
+
+    await asyncio.gather(*(slot() for _ in range(share.slots)))
+
+
+async def _open(target: _Target, share: Share, t0: float) -> None:
+    async def one(payload, req, at):
+        await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
+        req.start = t0 + at
+        await target.stream(payload, req)
+
+    await asyncio.gather(*(one(p, r, at) for p, r, at in zip(share.payloads, share.requests, share.due)))
+
+
+async def _lag(samples: list[float]) -> None:
+    """Sample how late the event loop wakes from a sleep: time a chunk waits to be read, on top of the server's."""
+    while True:
+        t = time.monotonic()
+        await asyncio.sleep(LAG_PERIOD_S)
+        samples.append(max(0.0, time.monotonic() - t - LAG_PERIOD_S))
+
+
+async def drive(share: Share, start_at: float | None = None, ready=None) -> Outcome:
+    """Send `share` from this process's event loop, first at `start_at` (time.monotonic(); None: now). `ready`, if
+    given, is awaited first and returns the start time (the shared start of several processes)."""
+    target = _Target(share.url, share.headers, share.timeout_s)
+    if ready is not None:
+        start_at = await ready()
+    start_at = time.monotonic() if start_at is None else start_at
+    await asyncio.sleep(max(0.0, start_at - time.monotonic()))
+    lags: list[float] = []
+    monitor = asyncio.ensure_future(_lag(lags))
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    try:
+        if share.due is None:
+            await _closed(target, share)
+        else:
+            await _open(target, share, start_at)
+    finally:
+        end = time.monotonic()
+        health = Health(cpu_s=time.process_time() - cpu0, wall_s=end - wall0, lags_s=lags)
+        monitor.cancel()
+        target.close()
+    return Outcome(share.requests, share.indices, end, health)
+
+
+def main(out: str) -> None:
+    """A client process (load.py starts it): its Share pickled on stdin; `ready` on stdout; the shared start time
+    on stdin; its Outcome pickled into the file `out` (a pipe can come back short once the event loop has run). A
+    failure is raised: the parent shows stderr."""
+    share = pickle.load(sys.stdin.buffer)
+
+    async def ready() -> float:
+        sys.stdout.buffer.write(b"ready\n")
+        sys.stdout.buffer.flush()
+        return float(await asyncio.get_running_loop().run_in_executor(None, sys.stdin.buffer.readline))
+
+    Path(out).write_bytes(pickle.dumps(run_loop(drive(share, ready=ready))))
+
+
+def run_loop(coro):
+    """Run `coro` on uvloop's event loop where it is installed (less CPU per chunk than asyncio's), else asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def merge(outcomes: Sequence[Outcome], total: int) -> list[Request]:
+    """The requests of every process, in the order of the whole load."""
+    out: list[Request | None] = [None] * total
+    for o in outcomes:
+        for i, r in zip(o.indices, o.requests):
+            out[i] = r
+    return out   # type: ignore[return-value]
+
