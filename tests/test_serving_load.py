@@ -20,10 +20,11 @@ from jobs.workloads.serving.load import Load, Request
 
 class FakeServer:
     """Streams `max_tokens` one-token chunks, the first after `ttft` s, then one every `gap` s; the usage chunk says
-    how many it sent. `short`: send that many fewer tokens than asked; `fail_every`: every n-th request gets HTTP 500."""
+    how many it sent. `short`: send that many fewer tokens than asked; `fail_every`: every n-th request gets HTTP 500;
+    `huge_every`: every n-th request streams one 10 MB line with no newline."""
 
-    def __init__(self, ttft=0.02, gap=0.005, short=0, fail_every=0):
-        self.ttft, self.gap, self.short, self.fail_every = ttft, gap, short, fail_every
+    def __init__(self, ttft=0.02, gap=0.005, short=0, fail_every=0, huge_every=0):
+        self.ttft, self.gap, self.short, self.fail_every, self.huge_every = ttft, gap, short, fail_every, huge_every
         self.in_flight = self.max_in_flight = self.seen = 0
         self.bodies = []
 
@@ -38,6 +39,9 @@ class FakeServer:
         try:
             resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await resp.prepare(request)
+            if self.huge_every and self.seen % self.huge_every == 0:
+                await resp.write(b"data: " + b"x" * (10 << 20))
+                return resp
             await asyncio.sleep(self.ttft)
             n = body["max_tokens"] - self.short
             for i in range(n):
@@ -219,3 +223,66 @@ def test_a_sweep_measures_a_running_endpoint_and_launches_nothing(serve, tmp_pat
     assert all(r["params"]["endpoint"] == url and r["info"]["ok_requests"] == 6 for r in recs)
     assert {b["model"] for b in fake.bodies} == {"site-model"} and len(fake.bodies) == 2 * (6 + 1)
     assert "serving-pareto" in (tmp_path / "runs" / "ep" / "site" / "serving.html").read_text()
+
+
+def test_the_load_splits_over_client_processes_and_comes_back_in_its_order(serve):
+    """Two client processes: the closed loop's 4 slots split 2 + 2, each request answered once, in the load's order
+    (the prompts say which request is which), started together and timed on one clock."""
+    server = FakeServer(ttft=0.02, gap=0.002)
+    url = serve(server)
+    prompts = [[i + 1] * 3 for i in range(12)]
+    got = load.run(url, "tiny", prompts, 4, Load("concurrency", 4, requests=12), client_processes=2)
+    assert got.client["client_processes"] == 2 and server.max_in_flight == 4 and server.seen == 12
+    assert sorted(b["prompt"][0] for b in server.bodies) == list(range(1, 13))
+    assert all(r.ok and r.prompt_tokens == 3 and r.output_tokens == 4 for r in got.requests)
+    assert got.window_s >= 3 * (0.02 + 3 * 0.002)                       # 12 requests, 4 at a time
+    assert max(r.start for r in got.requests) - min(r.start for r in got.requests) < got.window_s
+    assert {"client_busy_max", "client_cpu_s", "client_loop_lag_p99_s", "client_bound"} <= set(got.client)
+
+
+def test_an_open_loop_over_client_processes_keeps_the_seeded_schedule(serve):
+    url = serve(FakeServer(ttft=0.005, gap=0.001))
+    spec = Load("rate", 40, requests=12, seed=3)
+    got = load.run(url, "tiny", load.prompts(1000, 4, 12), 3, spec, client_processes=3)
+    starts = [r.start - got.requests[0].start for r in got.requests]
+    assert got.client["client_processes"] == 3 and starts == pytest.approx(spec.send_times())
+
+
+@pytest.mark.parametrize("spec, n, slots, counts", [
+    (Load("concurrency", 5, requests=10), 2, [3, 2], [6, 4]),
+    (Load("concurrency", 3, requests=7), 3, [1, 1, 1], [3, 2, 2]),
+    (Load("rate", 2.0, requests=7), 2, [0, 0], [4, 3]),
+])
+def test_shares_split_slots_and_requests_in_proportion(spec, n, slots, counts):
+    reqs = [Request(prompt_tokens=1, asked_tokens=1) for _ in range(spec.requests)]
+    parts = load.shares("u", None, 1.0, [b"{}"] * spec.requests, reqs, spec, n)
+    assert [p.slots for p in parts] == slots and [len(p.requests) for p in parts] == counts
+    assert sorted(i for p in parts for i in p.indices) == list(range(spec.requests))
+
+
+def test_client_processes_default_to_the_cores_and_never_exceed_the_streams(monkeypatch):
+    monkeypatch.setattr(load.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert load.processes(Load("concurrency", 64, requests=100), None) == 4
+    assert load.processes(Load("concurrency", 2, requests=100), None) == 2
+    assert load.processes(Load("concurrency", 64, requests=100), 8) == 8
+    assert load.processes(Load("rate", 1.0, requests=3), None) == 3
+
+
+def test_a_saturated_client_is_client_bound():
+    from jobs.workloads.serving.client import Health, Outcome
+
+    def outcome(cpu, lags):
+        return Outcome([Request(1, 1, chunk_times=[0.1, 0.2])], [0], 1.0, Health(cpu, 1.0, lags))
+
+    calm = load.health([outcome(0.2, [0.0001] * 99 + [0.003]), outcome(0.3, [0.0002])])
+    assert calm["client_bound"] is False and calm["client_busy_max"] == pytest.approx(0.3)
+    assert calm["client_cpu_us_per_chunk"] == pytest.approx(1e6 * 0.5 / 4)
+    busy = load.health([outcome(0.95, [0.02]), outcome(0.1, [0.0])])
+    assert busy["client_bound"] is True and busy["client_loop_lag_max_s"] == pytest.approx(0.02)
+
+
+def test_an_oversized_stream_line_fails_its_request_and_the_others_are_measured(serve):
+    url = serve(FakeServer(ttft=0.001, gap=0.001, huge_every=2))
+    got = load.run(url, "tiny", load.prompts(100, 4, 4), 3, Load("concurrency", 1, requests=4), client_processes=1)
+    assert [r.ok for r in got.requests] == [True, False, True, False]
+    assert all(r.error.startswith("a stream line over 4 MiB") for r in got.requests if not r.ok)
