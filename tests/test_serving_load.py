@@ -286,3 +286,17 @@ def test_an_oversized_stream_line_fails_its_request_and_the_others_are_measured(
     got = load.run(url, "tiny", load.prompts(100, 4, 4), 3, Load("concurrency", 1, requests=4), client_processes=1)
     assert [r.ok for r in got.requests] == [True, False, True, False]
     assert all(r.error.startswith("a stream line over 4 MiB") for r in got.requests if not r.ok)
+
+
+def test_the_requests_file_gives_back_the_same_figures_for_any_slo(serve, tmp_path):
+    from jobs.workloads.serving import requests_file
+
+    got = load.run(serve(FakeServer(ttft=0.01, gap=0.002, fail_every=4)), "tiny", load.prompts(100, 4, 8), 5,
+                   Load("concurrency", 2, requests=8))
+    name = requests_file.write(tmp_path, got.requests)
+    back = requests_file.read(tmp_path / name)
+    assert [(r.ok, r.error, r.output_tokens, r.chunk_times) for r in back] == \
+        [(r.ok, r.error, r.output_tokens, r.chunk_times) for r in got.requests]
+    for slo in (metrics.Slo(), metrics.Slo(ttft_s=0.0105, tpot_s=1.0)):
+        assert metrics.summary(back, got.window_s, 1, slo) == metrics.summary(got.requests, got.window_s, 1, slo)
+    assert min(r.start for r in back) == 0.0

@@ -149,3 +149,21 @@ def test_text_prompts_need_a_tokenizer_token_ids_do_not(make_cfg, tmp_path):
     assert any("needs the model's tokenizer" in p for p in check(make_cfg(SERVING, f"workload.dataset={text}")))
     assert check(make_cfg(SERVING, f"workload.dataset={ids}")) == []
     assert serving.params(make_cfg(SERVING, f"workload.dataset={ids}"))["shape"] == "dataset"
+
+
+def test_a_client_bound_point_is_shown_but_on_no_front_and_in_no_goodput_row():
+    base = {"workload": "serving", "status": "ok", "hardware": "h100", "engine": "vllm", "model": "m",
+            "precision": "bf16", "cards": 1, "mode": "concurrency", "shape": "32x32", "requests": 32,
+            "ok_requests": 32, "slo_ttft_s": 2.0, "slo_tpot_s": 0.2}
+    table = pd.DataFrame([
+        {**base, "level": 1, "output_tok_s": 50, report.PER_CARD: 50, report.PER_USER: 60, report.GOODPUT: 1.0,
+         "client_busy_max": 0.2, "client_bound": False},
+        {**base, "level": 64, "output_tok_s": 900, report.PER_CARD: 900, report.PER_USER: 55, report.GOODPUT: 9.0,
+         "client_busy_max": 0.97, "client_bound": True},
+    ])
+    ok = report._ok(table)
+    assert list(ok["client_bound"]) == [False, True]
+    assert [r["goodput"] for r in report.goodput_rows(ok)] == ["1"]
+    assert [r["client"] for r in report.point_rows(ok)] == ["20% busy", "client-bound (97% busy)"]
+    pareto = report.pareto_chart(ok)
+    assert "1 of 2 point(s) on a front" in pareto.summary and "1 client-bound point(s)" in pareto.summary

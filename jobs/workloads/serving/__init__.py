@@ -22,6 +22,7 @@ from jobs.workloads.base import drop, language_model_problem, length_identity, l
 
 from . import dataset as datasets
 from . import load as loads
+from . import requests_file
 from . import server as servers
 from .metrics import METRICS, SLO_PRESETS, Slo, summary
 from .options import OPTIONS
@@ -280,6 +281,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         gathered = session.finish()
         info.update(sampler.summary())
         info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
+        if ctx.workdir is not None:
+            info["requests_file"] = requests_file.write(ctx.workdir, reqs)
         also = []
     info.update(servers.counter_deltas(before, server.scrape()))
     samples, facts = split(figures)

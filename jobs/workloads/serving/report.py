@@ -38,6 +38,8 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(rows_for(table, WORKLOAD), numbers=(TPUT,))
     cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY]
     ok = ok.assign(**{c: numeric(ok, c) for c in cols})
+    bound = ok["client_bound"].astype(str).eq("True") if "client_bound" in ok else pd.Series(False, index=ok.index)
+    ok = ok.assign(client_bound=bound)
     fields = [f for f in SERIES if f in ok and (f in ("hardware", "engine", "mode") or ok[f].nunique() > 1)]
     return ok.assign(series=label(ok, fields)) if len(ok) else ok.assign(series=pd.Series(dtype=str))
 
@@ -76,13 +78,18 @@ def pareto(points: pd.DataFrame) -> pd.DataFrame:
     return pts.loc[keep].sort_values(PER_USER)
 
 
+def trusted(ok: pd.DataFrame) -> pd.DataFrame:
+    """The points whose load client was not saturated (client_bound): the only ones compared."""
+    return ok[~ok["client_bound"]]
+
+
 def pareto_chart(ok: pd.DataFrame) -> Chart:
     chart_id, title = "serving-pareto", "Tokens/s per card against tokens/s per user"
     ok = ok.dropna(subset=[PER_USER, PER_CARD])
-    if ok.empty:
+    if trusted(ok).empty:
         return empty_chart(chart_id, title)
     ok = ok.assign(hw=label(ok, [f for f in ("hardware", "engine", "precision") if f in ok]))
-    front = pd.concat([pareto(g).assign(hw=hw) for hw, g in ok.groupby("hw")])
+    front = pd.concat([pareto(g).assign(hw=hw) for hw, g in trusted(ok).groupby("hw")])
     cols = ["hw", "series", "mode", "level", "requests", PER_USER, PER_CARD]
     x = alt.X(f"{PER_USER}:Q", title="tokens/s per user (1 / TPOT, mean over requests)")
     y = alt.Y(f"{PER_CARD}:Q", title="output tokens/s per card")
@@ -99,16 +106,18 @@ def pareto_chart(ok: pd.DataFrame) -> Chart:
     summary = (f"{len(front)} of {len(ok)} point(s) on a front; most tokens/s per card: {best['hw']} at "
                f"{best['mode']} {fmt_num(best['level'])} ({fmt_num(best[PER_CARD])} per card, "
                f"{fmt_num(best[PER_USER])} per user)")
+    if n_bound := int(ok["client_bound"].sum()):
+        summary += f"; {n_bound} client-bound point(s) drawn but on no front (their load client was saturated)"
     return Chart(chart_id, title, summary, to_spec(base_config(chart)))
 
 
 def goodput_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
     """Per hardware, engine, precision, model and cards: the best goodput measured and where, and the SLO search's
-    answer where one ran."""
+    answer where one ran; client-bound points left out."""
     keys = [k for k in ("hardware", "engine", "model", "precision", "cards", "shape", "slo_ttft_s", "slo_tpot_s")
             if k in ok]
     rows = []
-    for key, g in ok.groupby(keys, dropna=False, sort=True):
+    for key, g in trusted(ok).groupby(keys, dropna=False, sort=True):
         best = g.loc[g[GOODPUT].idxmax()] if g[GOODPUT].notna().any() else None
         found = g[MAX_RATE].dropna()
         rows.append({**dict(zip(keys, key)),
@@ -126,13 +135,20 @@ def _interval(row: pd.Series, metric: str) -> str:
 
 def point_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
     """Every point: its load, n (measured requests, of which ok), throughputs, latency percentiles with the 95 %
-    interval of each p50 over its requests, goodput."""
+    interval of each p50 over its requests, goodput, and the load client's busiest process's share of the window
+    (`client-bound` past load.BUSY_LIMIT)."""
     data = ok.sort_values(["series", "mode", "level"])
     return [{"series": r["series"], "mode": r["mode"], "level": fmt_num(r["level"]),
              "n": int(r["ok_requests"]) if pd.notna(r.get("ok_requests")) else "—",
              **{c: fmt_num(r[c]) for c in (TPUT, PER_USER, *LATENCY, GOODPUT)},
-             "ttft_ci": _interval(r, "ttft_p50_s"), "tpot_ci": _interval(r, "tpot_p50_s")}
+             "ttft_ci": _interval(r, "ttft_p50_s"), "tpot_ci": _interval(r, "tpot_p50_s"), "client": _client(r)}
             for _, r in data.iterrows()]
+
+
+def _client(row: pd.Series) -> str:
+    busy = pd.to_numeric(row.get("client_busy_max"), errors="coerce")
+    shown = f"{busy:.0%} busy" if pd.notna(busy) else "—"
+    return f"client-bound ({shown})" if row["client_bound"] else shown
 
 
 def charts(table: pd.DataFrame) -> list[Chart]:
@@ -148,6 +164,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     ok = _ok(table)
     failed = rows[~rows["status"].eq("ok")] if "status" in rows else rows.iloc[0:0]
     return {**point_counts(rows), "goodput_rows": goodput_rows(ok) if len(ok) else [],
+            "client_bound": int(ok["client_bound"].sum()) if len(ok) else 0,
             "point_rows": point_rows(ok) if len(ok) else [],
             "failed_rows": [{"point_id": r.get("point_id"), "status": r.get("status"),
                              "error": str(r.get("error_message") or "")[:300]} for _, r in failed.iterrows()]}

@@ -1,0 +1,50 @@
+"""Every measured request of a serving point, kept: `points/<id>/requests.parquet` (named in the record's info as
+`requests_file`), one row per request in the load's order, so that latency percentiles and goodput can be computed
+again for any SLO (metrics.summary over read()) and latency distributions drawn again.
+
+Columns: `start_s` (when it was due, or its slot came free, in seconds from the first request's), `ttft_s`,
+`e2e_s`, `chunk_times_s` (each content chunk's arrival from its start), `chunk_tokens` (tokens in each chunk),
+`prompt_tokens`, `asked_tokens`, `output_tokens`, `ok`, `error`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from jobs import files
+
+from .client import Request
+
+NAME = "requests.parquet"
+SCHEMA = pa.schema([
+    ("start_s", pa.float64()), ("ttft_s", pa.float64()), ("e2e_s", pa.float64()),
+    ("chunk_times_s", pa.list_(pa.float64())), ("chunk_tokens", pa.list_(pa.int32())),
+    ("prompt_tokens", pa.int32()), ("asked_tokens", pa.int32()), ("output_tokens", pa.int32()),
+    ("ok", pa.bool_()), ("error", pa.string()),
+])
+
+
+def write(point_dir: Path | str, requests: Sequence[Request]) -> str:
+    """Write the requests beside the point's record (whole or not at all); return the file's name."""
+    t0 = min((r.start for r in requests), default=0.0)
+    table = pa.table({
+        "start_s": [r.start - t0 for r in requests], "ttft_s": [r.ttft for r in requests],
+        "e2e_s": [r.e2e for r in requests], "chunk_times_s": [r.chunk_times for r in requests],
+        "chunk_tokens": [r.chunk_tokens for r in requests], "prompt_tokens": [r.prompt_tokens for r in requests],
+        "asked_tokens": [r.asked_tokens for r in requests], "output_tokens": [r.output_tokens for r in requests],
+        "ok": [r.ok for r in requests], "error": [r.error for r in requests],
+    }, schema=SCHEMA)
+    with files.atomic(Path(point_dir) / NAME) as tmp:
+        pq.write_table(table, tmp)
+    return NAME
+
+
+def read(path: Path | str) -> list[Request]:
+    """The requests of a requests file, as the client returned them (start times from the first request's)."""
+    rows = pq.read_table(path, schema=SCHEMA).to_pylist()
+    return [Request(prompt_tokens=r["prompt_tokens"], asked_tokens=r["asked_tokens"], start=r["start_s"], ok=r["ok"],
+                    error=r["error"], ttft=r["ttft_s"], e2e=r["e2e_s"], chunk_times=r["chunk_times_s"],
+                    chunk_tokens=r["chunk_tokens"], output_tokens=r["output_tokens"]) for r in rows]
