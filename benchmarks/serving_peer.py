@@ -65,7 +65,7 @@ def ours(url: str, name: str, n: int, conc: int, inp: int, out: int, seed: int, 
     prompts = load.prompts(VOCAB, inp, n, seed=seed)
     if text:   # the same ids as the tokenizer's words, sent as text (as vllm bench sends them)
         prompts = [" ".join(f"w{i}" for i in p) for p in prompts]
-    reqs, window = load.run(url, name, prompts, out, spec)
+    reqs, window, _ = load.run(url, name, prompts, out, spec)
     s = metrics.summary(reqs, window, cards=1, slo=metrics.Slo())
     assert s["ok_requests"] == n, [r.error for r in reqs if r.error][:3]
     return {k: s[k] for k in FIGURES}
