@@ -307,7 +307,19 @@ def _walk(spec: Any, value: Any, path: str, problems: list[str], home: str) -> N
             _walk(sub, v, prefix + k, problems, home)
         for k, sub in spec.items():
             if k not in value and not isinstance(sub, Open) and not (isinstance(sub, Key) and sub.null):
-                problems.append(f"{prefix}{k} is missing")
+                problems.append(missing(prefix + k))
+
+
+GROUPS = ("hardware", "model", "precision", "cluster")   # config groups whose files name themselves
+
+
+def missing(path: str) -> str:
+    """The problem of a key the config lacks; a group's `name` is what its file calls itself."""
+    group, _, key = path.partition(".")
+    if key == "name" and group in GROUPS:
+        return (f"{path} is missing: a {group} config file names itself (name: followed by its file's name, as "
+                f"every file of hydra_conf/{group}/ does)")
+    return f"{path} is missing"
 
 
 def check(cfg: dict[str, Any], declared: Any = None) -> list[str]:
