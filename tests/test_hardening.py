@@ -424,6 +424,7 @@ def test_site_written_whole_or_not_at_all(tmp_path, monkeypatch):
     site = tmp_path / "site"
     (site / "assets").mkdir(parents=True)
     (site / "assets" / "vega.js").write_text("old vega")
+    (site / report_build.STAMP).write_text("")   # a site report.build wrote: it may replace its files
     real_fsync = os.fsync
 
     def fail_on_bundle(fd):
