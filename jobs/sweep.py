@@ -22,7 +22,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import conf, cost, files, inject, plan, schedulers, status, submit, sweepdir
+from jobs import conf, config_schema, cost, files, inject, plan, schedulers, status, submit, sweepdir
 from jobs.config import point_config
 from jobs.finish import after_sweep, prepare
 from jobs.manifest import Manifest, ManifestError
@@ -278,8 +278,8 @@ def hydra_main() -> None:
     from jobs import overrides
 
     found = overrides.problems(sys.argv[1:])
-    for why in found:
-        print(f"error: {why}", file=sys.stderr)
+    for why in found:   # an override's value may be a secret (the plan refuses those; Hydra's words echo them)
+        print(f"error: {config_schema.redact(why)}", file=sys.stderr)
     if found:
         sys.exit(2)
     # Ctrl-C interrupts whatever this process inherited (a script's `python -m jobs.sweep ... &` starts it with
@@ -292,7 +292,7 @@ def hydra_main() -> None:
         print("interrupted before anything was submitted", file=sys.stderr)
         sys.exit(130)
     except (HydraException, OmegaConfBaseException) as exc:
-        print(f"error: {overrides.hydra_message(exc)}", file=sys.stderr)
+        print(f"error: {config_schema.redact(overrides.hydra_message(exc))}", file=sys.stderr)
         sys.exit(2)
     except yaml.YAMLError as exc:   # a config file (a user's cluster file) that is not YAML
         print(f"error: {conf.yaml_problem(exc)}", file=sys.stderr)
