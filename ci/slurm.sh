@@ -9,7 +9,10 @@
 #   ci/slurm.sh ctld-snapshot   stop slurmctld cleanly (its state saved), keep a copy of that state, start it again
 #   ci/slurm.sh ctld-crash      kill -9 slurmctld, put back the state of the last snapshot, start it: every job
 #                               submitted since is lost and its job id is issued again (the restart fault test)
+# The cluster is machine-wide: while a .ci/run holds the machine's test lock (ci/lock.sh), every command but status
+# is refused to anyone outside that run.
 set -euo pipefail
+source "$(dirname "$0")/lock.sh"
 
 CLUSTER=accelsweep-ci
 ACCOUNT=accelsweep              # root's default account; MaxSubmitJobs high enough for the 10,000-point benchmark
@@ -96,7 +99,7 @@ install_packages() {
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=" $p"
   done
   [[ -z $missing ]] && return 0
-  log "installing$missing"
+  log "installing$missing (apt-get; a minute or more)"
   apt-get update -qq
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
@@ -388,9 +391,11 @@ cmd_start() {
   mkdir -p "$LOG" "$RUN" "$STATE/slurmctld" "$STATE/slurmd"
   rm -f "$RUN"/*.pid "$LOG"/*.log   # fresh logs, so failure tails show this start only
   write_configs
+  log "starting munged and mariadbd"
   start_munge
   start_mariadb
 
+  log "starting slurmdbd, slurmctld and the slurmd of localhost"
   launch_slurm slurmdbd
   wait_for slurmdbd sacctmgr -n show cluster
   # The cluster must exist in the database before accounts can be associated with it.
@@ -403,6 +408,7 @@ cmd_start() {
   launch_slurm slurmd -N localhost
   wait_for "node localhost to be idle" sh -c "sinfo -h -n localhost -o %t | grep -Eq '^(idle|mix|alloc)'"
   wait_for sacct sacct -n -X
+  log "starting the slurmd of the multi nodes ($(nodes | paste -sd ' '), each in its namespaces on $BRIDGE)"
   nodes_start
 
   add_account "$ACCOUNT" "$MAX_SUBMIT"
@@ -463,6 +469,7 @@ ctld_start() {
 
 SNAPSHOT=$STATE/slurmctld-snapshot
 
+[[ ${1:-status} == status ]] || ci_guard "ci/slurm.sh $*"
 case ${1:-} in
   start) cmd_start ;;
   stop) cmd_stop ;;

@@ -29,9 +29,24 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 URL_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*\\?://)([^/@\s]+)@")
 URL_SECRET_PARAM = re.compile(r"([?&][^=&#\s]*(?:token|key|secret|pass|credential|auth|sig)[^=&#\s]*=)([^&#\s]+)",
                               re.IGNORECASE)
-_ENV_REF = re.compile(r"\\?\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")   # $TOKEN, ${USER}: the shell fills it in where it runs
+# secrets by their shape: the prefixes the services that issue them give them (and an HTTP bearer credential)
+SECRET_SHAPES = {name: re.compile(rf"(?<![A-Za-z0-9]){rx}") for name, rx in {
+    "a Hugging Face token (hf_...)": r"hf_[A-Za-z0-9]{20,}",
+    "a GitHub token (ghp_..., github_pat_...)": r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+    "an API key (sk-...)": r"sk-[A-Za-z0-9_-]{20,}",
+    "an AWS access key id (AKIA...)": r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    "a Slack token (xox.-...)": r"xox[a-z]-[A-Za-z0-9-]{10,}",
+    "a GitLab token (glpat-...)": r"glpat-[A-Za-z0-9_-]{20,}",
+    "a bearer token (Bearer ...)": r"(?<=Bearer )(?!\\?\$)[A-Za-z0-9._~+/-]{8,}=*",
+}.items()}
+# key=value in a string (a setup line's `export HF_TOKEN=...`, an override echoed in a message)
+_ASSIGNED = re.compile(r"(?<![\w.\[\]])([+~]{0,2}([A-Za-z_][\w.\[\]-]*)=)(\S+?)(?=:?(?:\s|$))")
+# $TOKEN, ${USER}, $(cat ~/.token): the shell fills it in where it runs
+_ENV_REF = re.compile(r"\\?\$(?:\{?[A-Za-z_][A-Za-z0-9_]*\}?|\([^)]*\)?)")
 NO_CREDENTIALS = ("give the URL without them: a secret comes from the environment where it runs (a setup line "
                   "expands one: https://$USER:$TOKEN@host/...)")
+NO_SECRETS = ("give it through the environment where the point runs instead (Hugging Face's libraries read HF_TOKEN, "
+              "and a setup line expands a variable there: --token $HF_TOKEN)")
 
 
 class _Unset:
@@ -81,10 +96,10 @@ class Key:
             return f"{path}={value!r} must be {self._what()}; nan and inf are not allowed"
         if self.kind == "any" and (where := not_finite(value, path)):
             return f"{where} is not allowed: a number must be finite (not nan or inf)"
-        if self.kind in ("str", "any") and (where := with_credentials(value, path)):
-            return (f"{where} carries credentials in a URL (user:password@ or a token parameter), and the config "
-                    "and command line are recorded in every point's record, the results table, the manifest and the "
-                    f"published report; {self.secret or NO_CREDENTIALS}")
+        if self.kind in ("str", "any") and (found := secret_in(value, path)):
+            what, instead = found
+            return (f"{what}, and the config and command line are recorded in every point's record, the results "
+                    f"table, the manifest and the published report; {self.secret or instead}")
         if self.kind in ("int", "float") and ((self.min is not None and value < self.min)
                                                or (self.max is not None and value > self.max)):
             return f"{path}={value!r} must be {self._what()}"
@@ -145,21 +160,75 @@ def not_finite(value: Any, path: str) -> str | None:
 
 
 def redact(text: str) -> str:
-    """`text` with the credentials inside URLs hidden (user:password@, ?token=...); references to environment
-    variables ($TOKEN) are kept."""
+    """`text` with its secrets hidden: the credentials inside URLs (user:password@, ?token=...), values shaped like
+    issued tokens (SECRET_SHAPES) and the values of secret keys set in it (HF_TOKEN=..., +model.config.hf_token=...);
+    references to environment variables ($TOKEN) are kept."""
+    return _redact_assigned(_redact_shapes(_redact_urls(text)))
+
+
+def _redact_urls(text: str) -> str:
     # git@ is SSH's user for git hosting (git+ssh://git@host/org/repo), not a secret
     text = URL_USERINFO.sub(lambda m: f"{m[1]}<redacted>@" if _literal(m[2]) and m[2] != "git" else m[0], text)
     return URL_SECRET_PARAM.sub(lambda m: f"{m[1]}<redacted>" if _literal(m[2]) else m[0], text)
 
 
-def _literal(secret: str) -> bool:
-    return bool(_ENV_REF.sub("", secret).replace("\\", "").strip(":"))
+def _redact_shapes(text: str) -> str:
+    for shape in SECRET_SHAPES.values():
+        text = shape.sub("<redacted>", text)
+    return text
 
 
-def with_credentials(value: Any, path: str) -> str | None:
-    """`path=value` (redacted) of the first string anywhere in `value` that carries credentials in a URL, else
-    None."""
-    return _first(value, path, lambda v, p: f"{p}={redact(v)!r}" if isinstance(v, str) and redact(v) != v else None)
+def _redact_assigned(text: str) -> str:
+    return _ASSIGNED.sub(lambda m: f"{m[1]}<redacted>" if secret_key(m[2]) and _literal(m[3])
+                         and "<redacted>" not in m[3] else m[0], text)
+
+
+def _literal(secret: Any) -> bool:
+    """Whether a secret's value is written out (not only references to environment variables, not a flag)."""
+    if isinstance(secret, str):
+        return bool(_ENV_REF.sub("", secret).replace("\\", "").strip(":'\""))
+    return isinstance(secret, (int, float)) and not isinstance(secret, bool)
+
+
+# A key is a secret by its last words (snake_case, kebab-case or camelCase): hf_token, api_key, db_password,
+# secretAccessKey; a token only with its owner's word before it, since a tokenizer's keys end in token too
+# (pad_token, eos_token) and others count tokens (max_tokens, token_budget).
+SECRET_WORDS = {"secret", "secrets", "password", "passwd", "passphrase", "credential", "credentials", "apikey"}
+SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")}
+TOKEN_OWNERS = {"hf", "hub", "huggingface", "api", "access", "auth", "bearer", "github", "gh", "gitlab", "slack",
+                "openai", "wandb", "ngc", "refresh", "session", "personal", "private", "secret", "bot"}
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def secret_key(path: str) -> bool:
+    """Whether the key that `path` ends in (model.config.hf_token, cluster.setup[0]'s list key) names a secret."""
+    words = [w.lower() for w in _WORD.findall(re.sub(r"(\[\d+\])+$", "", path).rsplit(".", 1)[-1])]
+    if not words:
+        return False
+    if words[-1] == "token":
+        return len(words) == 1 or words[-2] in TOKEN_OWNERS
+    return words[-1] in SECRET_WORDS or tuple(words[-2:]) in SECRET_PAIRS
+
+
+def secret_in(value: Any, path: str) -> tuple[str, str] | None:
+    """For the first leaf anywhere in `value` that holds a secret: what it is (`path=<its value redacted> ...`) and
+    how to give it instead; else None. A secret is a credential in a URL, a value shaped like an issued token
+    (SECRET_SHAPES), a secret key set in a string (export HF_TOKEN=...), or any literal value of a secret key."""
+    return _first(value, path, _secret)
+
+
+def _secret(value: Any, path: str) -> tuple[str, str] | None:
+    if isinstance(value, str):
+        if _redact_urls(value) != value:
+            return (f"{path}={redact(value)!r} carries credentials in a URL (user:password@ or a token parameter)",
+                    NO_CREDENTIALS)
+        if shape := next((name for name, rx in SECRET_SHAPES.items() if rx.search(value)), None):
+            return f"{path}={redact(value)!r} holds {shape}", NO_SECRETS
+        if _redact_assigned(value) != value:
+            return f"{path}={redact(value)!r} sets a secret", NO_SECRETS
+    if secret_key(path) and _literal(value):
+        return f"{path}='<redacted>' is a secret (its key is named like one)", NO_SECRETS
+    return None
 
 
 @dataclass(frozen=True)
@@ -307,7 +376,19 @@ def _walk(spec: Any, value: Any, path: str, problems: list[str], home: str) -> N
             _walk(sub, v, prefix + k, problems, home)
         for k, sub in spec.items():
             if k not in value and not isinstance(sub, Open) and not (isinstance(sub, Key) and sub.null):
-                problems.append(f"{prefix}{k} is missing")
+                problems.append(missing(prefix + k))
+
+
+GROUPS = ("hardware", "model", "precision", "cluster")   # config groups whose files name themselves
+
+
+def missing(path: str) -> str:
+    """The problem of a key the config lacks; a group's `name` is what its file calls itself."""
+    group, _, key = path.partition(".")
+    if key == "name" and group in GROUPS:
+        return (f"{path} is missing: a {group} config file names itself (name: followed by its file's name, as "
+                f"every file of hydra_conf/{group}/ does)")
+    return f"{path} is missing"
 
 
 def check(cfg: dict[str, Any], declared: Any = None) -> list[str]:

@@ -269,7 +269,11 @@ def typed_problems(cfg: dict[str, Any]) -> list[str]:
         declared = workloads.get(wl.get("name")) if isinstance(wl, dict) else None
     except (TypeError, ValueError):   # an unknown workload is reported by make_point
         declared = None
-    return config_schema.check(cfg, declared)
+    problems = config_schema.check(cfg, declared)
+    if isinstance(wl, dict) and "name" not in wl:   # the name says which workload declares the other keys
+        problems.append(f"workload.name is missing: a workload config file names the workload it sets up (name: "
+                        f"one of {', '.join(workloads.names())})")
+    return problems
 
 
 def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
@@ -277,9 +281,10 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
     problems: list[str] = []
     params: dict[str, Any] = {}
     typed = typed_problems(cfg)
-    if typed:  # every other check relies on the types
-        return Point(point_id=point_id(cfg), sweep=str(cfg["sweep"]["name"]), overrides=list(overrides), cfg=cfg,
-                     params={}, command=rerun_command(list(overrides), str(cfg["sweep"]["name"])), problems=typed)
+    if typed:  # every other check relies on the types, the point's id on the keys it is made of
+        name = str(cfg["sweep"].get("name"))
+        return Point(point_id="", sweep=name, overrides=list(overrides), cfg=cfg, params={},
+                     command=rerun_command(list(overrides), name), problems=typed)
     from jobs.models import adopt_checkpoint
 
     try:
@@ -571,7 +576,7 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
     Points whose hardware is on another cluster come back with `elsewhere` set and no resources."""
     points: dict[str, Point] = {}
     if configs:  # a wrong cluster file is one problem, not one per point
-        swept = {c["hardware"]["name"] for _, c in configs}
+        swept = {name for _, c in configs if isinstance(name := c["hardware"].get("name"), str)}   # or missing
         site = check_site(configs[0][1]["cluster"], swept)
         site += cost.check_prices(configs[0][1]["cluster"], set(conf.names("hardware")) | swept)
         if site:

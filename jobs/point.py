@@ -2,7 +2,9 @@
 
 Called by submitit on every task of the job (one task per card, or one per
 node if the workload says so). Rank 0 writes the record, also on failure;
-other ranks leave their traceback beside it for rank 0 to include.
+other ranks leave their traceback beside it for rank 0 to include, and write
+the failure record themselves where rank 0 wrote none (it was on a lost node,
+or Slurm ended it first).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -233,19 +236,42 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         if isinstance(exc, SystemExit) and PointJob.requeued:   # the point runs again: its record comes then
             print(f"[accelsweep] point {spec['point_id']}: requeued by submitit, no record yet", flush=True)
             raise
-        if rank == 0:
-            others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")))
+        if rank != 0:
+            files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
+        # A rank that ends here ends the others (srun --kill-on-bad-exit), rank 0 too, maybe before it wrote: the
+        # others first wait for its record; where none comes (rank 0 was on a lost node, or was ended), they write it.
+        if rank == 0 or not recorded_since(point_dir, start, RANK0_GRACE_S):
             status, message = ended(exc, worker.owner)
             if message is None and world > 1 and (lost := lost_nodes(hosts)):
                 ranks = [f"{h} (ranks {i * local_world}-{(i + 1) * local_world - 1})" for i, h in enumerate(hosts)
                          if h in lost]
                 message = (f"lost node(s) {', '.join(ranks)}: its slurmd does not answer; the ranks here stopped "
                            f"waiting for theirs after cluster.dist_timeout ({dist_timeout_s(cfg)} s): {exc}")
+            if rank != 0:
+                message = (f"{message or f'{type(exc).__name__}: {exc}'} (recorded by rank {rank}: rank 0 wrote no "
+                           f"record within {RANK0_GRACE_S:g} s of this rank's failure)")
+            others = "".join(p.read_text() for p in sorted(point_dir.glob("rank*.err")) if p.name != f"rank{rank}.err")
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
-        else:
-            files.write_text(point_dir / f"rank{rank}.err", f"--- rank {rank} ---\n{tb}")
         raise
+
+
+RANK0_GRACE_S = 30.0   # rank 0's failure record takes a few seconds (lost_nodes waits 3 s for each node it asks)
+
+
+def recorded_since(point_dir: Path, start: str, within_s: float, poll_s: float = 0.2) -> bool:
+    """Whether a record of this run of the point is there, or comes within `within_s`: one whose start time is at
+    most records.CLOCK_SKEW before `start` (this rank's; its ranks start together, on clocks that may differ)."""
+    since = records.parse_time(start) - records.CLOCK_SKEW
+    path = point_dir / records.RECORD_NAME
+    deadline = time.monotonic() + within_s
+    while True:
+        began = ((records.read_record(path) or {}).get("provenance") or {}).get("start_time")
+        if records.start_time_problem(began) is None and records.parse_time(began) >= since:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
 
 
 def limited(result: workloads.Result) -> workloads.Result:

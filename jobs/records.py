@@ -40,17 +40,25 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def parse_time(text: Any) -> datetime | None:
+    """An ISO 8601 time (a record's start time) as an aware datetime (UTC where it names no zone); None if it is
+    not one."""
+    try:   # Python 3.10's fromisoformat does not read a trailing Z
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+
 def start_time_problem(start: Any, clock: datetime | None = None) -> str | None:
     """Why a record's start time cannot be that of a run that has started, else None: it is not an ISO 8601 time,
     or it lies more than CLOCK_SKEW ahead of `clock` (this machine's, by default): a clock ahead or an edit. Such
     a record is no measurement: the judge (read_point) refuses it, it never keeps a new record from replacing it
     (supersedes), and it is never a run's own (written_since); a start time compared as text would win over every
     real one."""
-    try:   # Python 3.10's fromisoformat does not read a trailing Z
-        when = datetime.fromisoformat(start[:-1] + "+00:00" if start.endswith("Z") else start)
-    except (AttributeError, TypeError, ValueError):
+    when = parse_time(start)
+    if when is None:
         return f"its start time {start!r} is not an ISO 8601 time"
-    when = when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
     clock = clock or datetime.now(timezone.utc)
     if when - clock > CLOCK_SKEW:
         return (f"its start time {start} is {str(when - clock).split('.')[0]} in the future (over the "

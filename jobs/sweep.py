@@ -10,9 +10,12 @@ import os
 import signal
 import sys
 
-if __name__ == "__main__":   # Ctrl-C while the libraries below load: one line and status 130, not a traceback
-    signal.signal(signal.SIGINT, lambda *_: (print("interrupted before anything was submitted", file=sys.stderr),
-                                             os._exit(130)))
+if __name__ == "__main__":   # Ctrl-C, SIGTERM or a hangup (unless nohup ignores it) while the libraries below load:
+    # one line and status 130, not a traceback (the signals are watchdog.interrupts(), which is not loaded yet)
+    for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if _sig != signal.SIGHUP or signal.getsignal(_sig) != signal.SIG_IGN:
+            signal.signal(_sig, lambda *_: (print("interrupted before anything was submitted", file=sys.stderr),
+                                            os._exit(130)))
 
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import conf, cost, files, inject, plan, schedulers, status, submit, sweepdir
+from jobs import conf, config_schema, cost, files, inject, plan, schedulers, status, submit, sweepdir, watchdog
 from jobs.config import point_config
 from jobs.finish import after_sweep, prepare
 from jobs.manifest import Manifest, ManifestError
@@ -278,13 +281,15 @@ def hydra_main() -> None:
     from jobs import overrides
 
     found = overrides.problems(sys.argv[1:])
-    for why in found:
-        print(f"error: {why}", file=sys.stderr)
+    for why in found:   # an override's value may be a secret (the plan refuses those; Hydra's words echo them)
+        print(f"error: {config_schema.redact(why)}", file=sys.stderr)
     if found:
         sys.exit(2)
-    # Ctrl-C interrupts whatever this process inherited (a script's `python -m jobs.sweep ... &` starts it with
-    # SIGINT ignored); a local run also takes SIGTERM and SIGHUP (jobs.schedulers.local.run)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Ctrl-C, SIGTERM and a hangup interrupt the sweep at any moment, whatever this process inherited (a script's
+    # `python -m jobs.sweep ... &` starts it with SIGINT ignored); a hangup ignored on purpose (nohup) stays ignored.
+    # Taken here, not only while local points run: one that came while the sweep planned, wrote its manifest or
+    # built its report ended it without a word (the default action), and SIGTERM the same.
+    watchdog.take_interrupts()
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")   # Hydra raises instead of printing and exiting 1
     try:
         main()
@@ -292,7 +297,7 @@ def hydra_main() -> None:
         print("interrupted before anything was submitted", file=sys.stderr)
         sys.exit(130)
     except (HydraException, OmegaConfBaseException) as exc:
-        print(f"error: {overrides.hydra_message(exc)}", file=sys.stderr)
+        print(f"error: {config_schema.redact(overrides.hydra_message(exc))}", file=sys.stderr)
         sys.exit(2)
     except yaml.YAMLError as exc:   # a config file (a user's cluster file) that is not YAML
         print(f"error: {conf.yaml_problem(exc)}", file=sys.stderr)

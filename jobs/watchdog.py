@@ -42,6 +42,21 @@ def observe_limit() -> None:
     signal.signal(sig, observed)
 
 
+def interrupts() -> list[signal.Signals]:
+    """The signals that interrupt a sweep: Ctrl-C, SIGTERM and a hangup, whatever this process inherited (a script's
+    `python -m jobs.sweep ... &` starts it with SIGINT ignored), but a hangup ignored on purpose (nohup)."""
+    return [signal.SIGINT, signal.SIGTERM,
+            *([signal.SIGHUP] if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN else [])]
+
+
+def take_interrupts() -> dict[int, Any]:
+    """Make each of interrupts() raise KeyboardInterrupt in the main thread; returns what they did before."""
+    previous = {}
+    for sig in interrupts():
+        previous[sig] = signal.signal(sig, signal.default_int_handler)
+    return previous
+
+
 def _stat(pid: int) -> tuple[str, str] | None:
     """(state, start time in clock ticks) from /proc, or None if there is no such process."""
     try:

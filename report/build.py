@@ -43,6 +43,9 @@ TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
 REQUIRED = ("point_id", "sweep", "status")
 VEGA_CACHE = Path("~/.cache/accelsweep")
+# written first into the directory of every site built: the build may replace the files of a directory that has it
+STAMP = ".accelsweep-site"
+_TITLE = " · accelsweep report</title>"   # base.html's: a site built before the stamp existed has it in index.html
 
 
 # --------------------------------------------------------------------------- inputs
@@ -201,7 +204,8 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     ``include_overrides``: keep device_override points in the generation speedups and headline findings.
     ``within``: the directory (``out`` or one above it: the sweep directory) no symbolic link inside which is
     written through (files.own_directories); files.InTheWay, before anything is written, for a file or directory
-    where the site puts the other. index.html is written last, so that a build cut short leaves no index."""
+    where the site puts the other, or for files it would replace in a directory it did not write (not_a_site).
+    index.html is written last, so that a build cut short leaves no index."""
     out = Path(out)
     table = normalize(table)
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
@@ -216,9 +220,14 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     data = [*DATA_NAMES, SCHEMA_FILE, *([COMPARISON_NAME] if comparison is not None else [])]
     site = Path(os.path.abspath(out))
     within = Path(os.path.abspath(within)) if within is not None else site
-    files.own_directories(within, [(site / f).relative_to(within) for f in
-                                   [*ASSETS, *(f"data/{n}" for n in data), *(p.filename for p in pages)]],
-                          str(within))
+    names = [*ASSETS, *(f"data/{n}" for n in data), *(p.filename for p in pages)]
+    if theirs := not_a_site(site, names):
+        raise files.InTheWay(f"{out} holds {', '.join(theirs[:3])}{' ...' if len(theirs) > 3 else ''}, which the "
+                             f"report would replace, but report.build did not write it (it has no {STAMP}): they "
+                             "may be files of your own; write the report into a new directory, or remove them")
+    files.own_directories(within, [(site / f).relative_to(within) for f in names], str(within))
+    files.write_text(out / STAMP, "a report site written by accelsweep (report.build), which replaces its files "
+                                  "in this directory when it builds the site again\n")
     files.write_text(out / "assets" / "vega.js", vega_bundle())
     files.copy_file(STATIC / "style.css", out / "assets" / "style.css")
     with ThreadPoolExecutor(1) as writer:   # writes the data files while the pages are made
@@ -253,6 +262,26 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
                 written.result()   # raises files.WriteFailed if the data could not be written
             files.write_text(out / page.filename, html)
     return out / "index.html"
+
+
+def not_a_site(out: Path, names: list[str]) -> list[str]:
+    """The files among `names` (the site's, relative to `out`) that `out` already holds, unless it is a site
+    report.build wrote: it has the STAMP, or (built before the stamp) an index.html with the report's title."""
+    if (out / STAMP).is_file():
+        return []
+    try:
+        with open(out / "index.html", encoding="utf-8", errors="replace") as fh:
+            if _TITLE in fh.read(4096):
+                return []
+    except OSError:   # none (or not a file: files.own_directories says so)
+        pass
+
+    def replaced(name: str) -> bool:   # not what lies below a link: the link is replaced (files.own_directories)
+        path = out / name
+        return (os.path.lexists(path) and not path.is_dir()
+                and not any((out / p).is_symlink() for p in Path(name).parents if p != Path(".")))
+
+    return [n for n in names if replaced(n)]
 
 
 def out_problem(out: Path, inputs: Iterable[Path | str]) -> str | None:

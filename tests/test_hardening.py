@@ -201,14 +201,16 @@ def test_record_replacement_rule(tmp_path, old, new, observed, replaced):
 
 
 def _default_sigint() -> None:
-    """A pytest started in the background (`cmd &` in a script) passes SIGINT on ignored, and so would the sweep:
-    the interrupt under test must reach it."""
+    """A pytest started in the background (`cmd &` in a script) passes SIGINT on ignored, and one started under
+    nohup SIGHUP (which the sweep then keeps ignored, as it should): the interrupt under test must reach it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _ignore_sigint() -> None:
     """As a script's `python -m jobs.sweep ... &` (non-interactive shell) starts it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _interrupt_sweep(cwd: Path, sig: signal.Signals, inherited=_default_sigint) -> tuple[subprocess.Popen, str,
@@ -424,6 +426,7 @@ def test_site_written_whole_or_not_at_all(tmp_path, monkeypatch):
     site = tmp_path / "site"
     (site / "assets").mkdir(parents=True)
     (site / "assets" / "vega.js").write_text("old vega")
+    (site / report_build.STAMP).write_text("")   # a site report.build wrote: it may replace its files
     real_fsync = os.fsync
 
     def fail_on_bundle(fd):

@@ -163,7 +163,7 @@ def restore_nodes():
 def test_a_node_lost_mid_point_fails_it_naming_the_node_and_the_rerun_uses_the_nodes_left(tmp_path, restore_nodes):
     """The second node of a running cards=4 point dies (its link goes down, then every process on it is killed):
     the ranks left fail after cluster.dist_timeout (20 s here; not the job's 10 min limit) and rank 0's failed
-    record names the node. Slurm ends the job once the node is DOWN (here set by the test, as SlurmdTimeout would),
+    record names the node (or a surviving rank's, where rank 0 wrote none: jobs.point.RANK0_GRACE_S). Slurm ends the job once the node is DOWN (here set by the test, as SlurmdTimeout would),
     without requeueing it; the same command again runs the point on the 2 nodes left."""
     timeout_s = 20
     cmd = (*SUPERRES, "workload.repeats=100", f"cluster.dist_timeout=00:00:{timeout_s}", "sweep.name=fault")

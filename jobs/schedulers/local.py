@@ -415,13 +415,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                 journal.set(w.points[blamed:blamed + 1], "pending")
                 queue.insert(0, (w.key, w.points[blamed:]))
 
-    # Ctrl-C, SIGTERM and a hangup cancel the sweep, whatever this process inherited: a sweep started in the
-    # background by a script (`python -m jobs.sweep ... &`) has SIGINT ignored. A hangup that was ignored on
-    # purpose (nohup) stays ignored.
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    for sig, was in previous.items():
-        if sig != signal.SIGHUP or was != signal.SIG_IGN:
-            signal.signal(sig, signal.default_int_handler)
+    # Ctrl-C, SIGTERM and a hangup cancel the sweep (jobs.sweep takes them from its start; a caller of run() may not)
+    previous = watchdog.take_interrupts()
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=out, transient=False) as progress:
@@ -437,7 +432,8 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
                     progress.update(bar, description=describe())
                     time.sleep(0.05 if running else 0)
             except KeyboardInterrupt:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut the clean-up short
+                for sig in previous:   # a second Ctrl-C (or SIGTERM, hangup) must not cut the clean-up short
+                    signal.signal(sig, signal.SIG_IGN)
                 progress.console.print(f"interrupted: cancelling {busy()} running point(s); {pending()} not started")
                 stopping = True
                 # The point each worker runs now; one the worker reaches while it stops never started measuring
