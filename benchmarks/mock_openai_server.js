@@ -33,7 +33,7 @@ if (cluster.isPrimary) {
   const now = () => Number(process.hrtime.bigint()) / 1e6;
 
   function stream(body, res, arrived) {
-    const n = Math.max(1, body.max_tokens | 0);
+    const n = Math.max(1, (body.max_tokens || body.max_completion_tokens || 16) | 0);   // GuideLLM sends the latter
     const model = JSON.stringify(body.model || 'mock');
     const chat = body.messages !== undefined;
     res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });

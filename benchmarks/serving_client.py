@@ -7,7 +7,7 @@ against the server's ITL, throughput against the ideal (streams x tokens / (TTFT
 client's CPU per streamed token.
 
     python benchmarks/serving_client.py                          # accelsweep at 16, 64, 256, 512, 1024 streams
-    python benchmarks/serving_client.py --peers vllm             # and `vllm bench serve` (ACCELSWEEP_VLLM_PYTHON)
+    python benchmarks/serving_client.py --peers vllm,aiperf,guidellm   # and its peers, each in a venv of its own
     python benchmarks/serving_client.py --client-processes 1     # accelsweep's client in one process
 
 Client CPU per token is measured alike for every client: its whole process tree's CPU time (psutil, sampled every
@@ -45,6 +45,12 @@ def get(url: str, method: str = "GET"):
 class Mock:
     def __init__(self, port: int, ttft_ms: float, itl_ms: float, workers: int):
         self.url = f"http://127.0.0.1:{port}"
+        try:
+            get(self.url + "/health")
+        except OSError:
+            pass
+        else:
+            sys.exit(f"error: something already answers on port {port}: stop it or give --port")
         self.proc = subprocess.Popen(["node", str(ROOT / "benchmarks" / "mock_openai_server.js"), str(port),
                                       str(ttft_ms), str(itl_ms), str(workers)])
         for _ in range(100):
@@ -149,6 +155,39 @@ main(parser.parse_args(sys.argv[1:]))
 """
 
 
+def run_aiperf(url: str, level: int, requests: int, tokens: int, tok: Path, venv: str) -> tuple[dict, TreeCpu]:
+    with tempfile.TemporaryDirectory() as d:
+        out, cpu = measured([f"{venv}/bin/aiperf", "profile", "--model", "mock", "--url", url, "--endpoint-type",
+                             "completions", "--streaming", "--concurrency", str(level), "--request-count",
+                             str(requests), "--synthetic-input-tokens-mean", str(INPUT_TOKENS),
+                             "--synthetic-input-tokens-stddev", "0", "--output-tokens-mean", str(tokens),
+                             "--output-tokens-stddev", "0", "--tokenizer", str(tok), "--extra-inputs",
+                             "ignore_eos:true", "--artifact-dir", d, "--ui-type", "none"])
+        if out.returncode:
+            return {"error": (out.stdout + out.stderr)[-600:]}, cpu
+        r = json.loads((Path(d) / "profile_export_aiperf.json").read_text())
+    return {"ttft_p50_ms": r["time_to_first_token"]["p50"], "tpot_p50_ms": r["inter_token_latency"]["p50"],
+            "tok_s": r["output_token_throughput"]["avg"], "ok": r["request_count"]["avg"],
+            "tokens": r["total_osl"]["avg"] if "total_osl" in r else r["output_sequence_length"]["sum"]}, cpu
+
+
+def run_guidellm(url: str, level: int, requests: int, tokens: int, tok: Path, venv: str) -> tuple[dict, TreeCpu]:
+    with tempfile.TemporaryDirectory() as d:
+        out, cpu = measured([f"{venv}/bin/guidellm", "run", "--backend", f"kind=openai_http,target={url},model=mock",
+                             "--profile", f"kind=concurrent,streams={level}", "--constraint",
+                             f"kind=max_requests,count={requests}", "--data",
+                             f"kind=synthetic_text,prompt_tokens={INPUT_TOKENS},output_tokens={tokens}",
+                             "--tokenizer", f"kind=hf_auto,model={tok}", "--output", f"kind=json,path={d}/r.json",
+                             "--disable-console-interactive"])
+        if out.returncode:
+            return {"error": (out.stdout + out.stderr)[-600:]}, cpu
+        b = json.loads((Path(d) / "r.json").read_text())["benchmarks"][0]
+    m = {k: v["successful"] for k, v in b["metrics"].items() if isinstance(v, dict) and "successful" in v}
+    made = m["output_token_count"]["total_sum"]
+    return {"ttft_p50_ms": m["time_to_first_token_ms"]["median"], "tpot_p50_ms": m["time_per_output_token_ms"]["median"],
+            "tok_s": made / b["duration"], "ok": m["output_token_count"]["count"], "tokens": made}, cpu
+
+
 def run_vllm(url: str, level: int, requests: int, tokens: int, tok: Path, python: str) -> tuple[dict, TreeCpu]:
     with tempfile.TemporaryDirectory() as d:
         cmd = [python, "-c", VLLM_BENCH, "--backend", "vllm", "--base-url", url,
@@ -187,7 +226,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--itl-ms", type=float, default=10)
     ap.add_argument("--server-workers", type=int, default=2)
     ap.add_argument("--client-processes", default="auto")
-    ap.add_argument("--peers", default="", help="comma-separated: vllm")
+    ap.add_argument("--peers", default="", help="comma-separated: vllm (ACCELSWEEP_VLLM_PYTHON), aiperf "
+                                                "(--aiperf-venv), guidellm (--guidellm-venv)")
+    ap.add_argument("--aiperf-venv", default="/opt/peer-aiperf", help="a venv with `pip install aiperf`")
+    ap.add_argument("--guidellm-venv", default="/opt/peer-guidellm", help="a venv with `pip install guidellm`")
     ap.add_argument("--port", type=int, default=18123)
     a = ap.parse_args(argv)
     if shutil.which("node") is None:
@@ -199,7 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# mock server: TTFT {a.ttft_ms:g} ms, ITL {a.itl_ms:g} ms, {a.tokens} tokens, {a.server_workers} "
           f"worker processes; {os.cpu_count()} cores; client processes: {a.client_processes}")
     clients = {"accelsweep": lambda lv, n: run_accelsweep(mock.url, lv, n, a.tokens, a.client_processes),
-               "vllm": lambda lv, n: run_vllm(mock.url, lv, n, a.tokens, tok, vllm_python)}
+               "vllm": lambda lv, n: run_vllm(mock.url, lv, n, a.tokens, tok, vllm_python),
+               "aiperf": lambda lv, n: run_aiperf(mock.url, lv, n, a.tokens, tok, a.aiperf_venv),
+               "guidellm": lambda lv, n: run_guidellm(mock.url, lv, n, a.tokens, tok, a.guidellm_venv)}
     names = ["accelsweep", *peers]
     try:
         print("| client | streams | TTFT p50 (server's) ms | TPOT p50 (server's ITL) ms | throughput / ideal "
