@@ -15,6 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from jobs.workloads.serving import requests_file
+
 from tests import vllm_env
 from tests.browser import check_pages
 
@@ -102,6 +104,9 @@ def test_the_load_sweep_gives_ok_records_from_one_server_start(load_sweep):
         assert m["ttft_p50_s"]["median"] <= m["e2e_p50_s"]["median"]
         assert info["server_generation_tokens"] == 12 * 16   # the server counted exactly the asked tokens
         assert info["warmup_s"] > 0
+        assert 1 <= info["client_processes"] <= r["params"]["level"] and 0 < info["client_busy_max"] < 1
+        kept = requests_file.read(sweep_dir / "points" / r["point_id"] / info["requests_file"])
+        assert len(kept) == 12 and sum(k.output_tokens for k in kept if k.ok) == 12 * 16
     assert _none_left(name, 30), "a server outlived its sweep"
 
 
