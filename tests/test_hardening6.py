@@ -5,6 +5,7 @@ signal at any moment of a local sweep under CPU load."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -284,7 +285,10 @@ def rank1_of_2(make_cfg, monkeypatch, tmp_path):
     def run() -> None:
         with pytest.raises(RuntimeError, match="Timed out"):
             point._run(spec, str(tmp_path), worker)
-    return spec, folder, run
+
+    cores = os.sched_getaffinity(0)
+    yield spec, folder, run
+    os.sched_setaffinity(0, cores)   # the rank pinned this process to its card's core
 
 
 def test_a_survivor_writes_the_record_when_rank_0_does_not(rank1_of_2):
