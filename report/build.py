@@ -29,11 +29,13 @@ from altair.utils.schemapi import debug_mode
 
 from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
+from analysis.hardware import check_baseline
 from analysis.history import History, history as make_history
 from jobs import files
 from report.charts import fmt_num
 from report import overrides
 from report.pages import Page, discover, template_dirs
+from report.pages.hardware import BASELINE_ATTR
 
 RESULTS_NAME = "results.parquet"
 DATA_NAMES = (RESULTS_NAME, "results.csv.gz")   # write_table's, in the site's data/
@@ -194,11 +196,13 @@ def _size(path: Path) -> str:
 
 def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
           tolerance: float = TOLERANCE, include_overrides: bool = False, history: History | None = None,
-          within: Path | None = None) -> Path:
+          within: Path | None = None, baseline_hardware: str | None = None) -> Path:
     """Write the site for ``table`` (compared with ``baseline`` if given; with the History page when ``history``
     is given) under ``out``; return index.html's path.
 
-    ``include_overrides``: keep device_override points in the generation speedups and headline findings.
+    ``include_overrides``: keep device_override points in the generation speedups, hardware comparison and headline
+    findings. ``baseline_hardware``: the hardware the Hardware comparison page compares with (None: the one with the
+    most ok points).
     ``within``: the directory (``out`` or one above it: the sweep directory) no symbolic link inside which is
     written through (files.own_directories); files.InTheWay, before anything is written, for a file or directory
     where the site puts the other. index.html is written last, so that a build cut short leaves no index."""
@@ -206,6 +210,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     table = normalize(table)
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
     marked = overrides.mark(table, include_overrides)
+    marked.attrs[BASELINE_ATTR] = baseline_hardware   # read by the pages that compare hardware
     pages = [p for p in (pages if pages is not None else discover())
              if p.applies(marked) and (comparison is not None or not p.needs_baseline)
              and (history is not None or not p.needs_history)]
@@ -291,8 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-empty", action="store_true",
                     help="build a report with no points when the inputs hold none (default: an error, exit status 2)")
     ap.add_argument("--include-overrides", action="store_true",
-                    help="keep points run with device_override in the generation speedups and headline findings "
+                    help="keep points run with device_override in the generation speedups, hardware comparison and "
+                         "headline findings "
                          "(default: left out; their pages name them 'hardware (override: device)' either way)")
+    ap.add_argument("--baseline-hardware", metavar="HARDWARE",
+                    help="the hardware the Hardware comparison page compares every other with (default: the one "
+                         "with the most successful points; the sweep's report.baseline_hardware)")
     args = ap.parse_args(argv)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
@@ -306,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         baseline = load(args.baseline) if args.baseline else None
     except (FileNotFoundError, InputError) as exc:
         ap.error(str(exc))
+    if args.baseline_hardware is not None and not table.empty and \
+            (why := check_baseline(table, args.baseline_hardware)):
+        ap.error(f"--baseline-hardware: {why}")
     if table.empty and not args.allow_empty:
         ap.error(f"no points found in {', '.join(map(str, args.inputs))} (no {RESULTS_NAME} with rows, directly or "
                  "one directory down); --allow-empty builds an empty report")
@@ -315,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
     try:
         index = build(table, args.out, baseline=baseline, tolerance=args.tolerance,
-                      include_overrides=args.include_overrides, history=history)
+                      include_overrides=args.include_overrides, history=history,
+                      baseline_hardware=args.baseline_hardware)
     except files.InTheWay as exc:   # found before anything is written
         ap.error(str(exc))
     except files.WriteFailed as exc:

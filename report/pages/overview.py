@@ -15,7 +15,8 @@ from report import claims, overrides
 from report.charts import fmt_num
 from report.overrides import IN_FINDINGS
 from jobs.inject import INFO as INJECTED   # the info column of a point measured slowed (tests of accelsweep)
-from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
+from report.pages import (MAX_ROWS, Page, baseline, by_workload, discover, hardware, label, scaling, speedup,
+                          workload_fields)
 
 # Parameter columns of the points table; each workload in the table adds its labels, its main throughput and the
 # metrics it lists in MetricSet.overview.
@@ -142,9 +143,21 @@ def software_groups(frame: pd.DataFrame, ms) -> list[tuple[str, pd.DataFrame]]:
 
 
 def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Short findings computed from the data, each with a link to the chart it comes from; each states only
-    what its interval supports. Rows the report keeps out of the findings (device_override points, see
-    report.overrides) are left out."""
+    """Short findings computed from the data, each with a link to the chart it comes from ("chart") or to where it
+    is explained ("details"); each states only what its interval supports. First the answer: each hardware against
+    the baseline hardware, per workload (report.pages.hardware). Rows the report keeps out of the findings
+    (device_override points, see report.overrides) are left out."""
+    items = _with_link_words([*hardware.sentences(table), *_findings(table)])
+    return items
+
+
+def _with_link_words(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each headline's link word: "chart" where it leads to one, else "details"."""
+    return [{**h, "link": h.get("link") or ("chart" if ".html#" in (h["href"] or "") else "details")}
+            for h in items]
+
+
+def _findings(table: pd.DataFrame) -> list[dict[str, Any]]:
     everything = table
     if IN_FINDINGS in table and not table[IN_FINDINGS].astype(bool).all():   # else the same table (and its
         table = table[table[IN_FINDINGS].astype(bool)]                        # summaries, report.pages.per_table)
@@ -348,4 +361,4 @@ def baseline_context(table: pd.DataFrame, c: Comparison | None) -> dict[str, Any
 
 
 PAGE = Page(slug="index", title="Overview", template="index.html", context=context, baseline=baseline_context,
-            order=0)
+            charts=hardware.overview_charts, order=0)

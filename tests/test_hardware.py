@@ -1,0 +1,145 @@
+"""The hardware comparison (analysis.hardware, report.pages.hardware) on tables made with known ratios. The numbers
+are test input, never measurements."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.derived import ratio_interval
+from analysis.hardware import (AHEAD, BEHIND, NO_CLEAR, check_baseline, compare_hardware, default_baseline,
+                               summary, version_family)
+from report.build import build, main
+
+BASE = [100.0, 97.0, 103.0, 99.0, 101.0, 98.5, 102.0]   # the baseline's repeats at batch 1, 1 card
+FACTORS = {"h100": 1.0, "gaudi3": 1.5, "mi300x": 0.8, "a100": 1.0}
+
+
+def _row(hardware, samples, *, cards=1, batch=1, engine="vllm", precision="bf16", **kw):
+    return {"point_id": f"{hardware}-{engine}-{precision}-{cards}-{batch}-{kw.get('device_override')}",
+            "sweep": "s", "status": "ok", "workload": "inference", "hardware": hardware, "model": "m",
+            "model_init": "random", "precision": precision, "cards": cards, "seed": 0, "engine": engine,
+            "batch_size": batch, "input_tokens": 8, "output_tokens": 8, "shape": "8x8", "scaling": "weak",
+            "warmup": 1, "repeats": 7, "vllm_version": "0.11.1" if engine == "vllm" else None,
+            "transformers_version": "5.19.0", "throughput_out_tok_s": float(np.median(samples)),
+            "throughput_out_tok_s_samples": list(samples), "throughput_out_tok_s_n": len(samples),
+            "ttft_s": 1 / float(np.median(samples)), **kw}
+
+
+def _known(rotate: dict[str, int] | None = None) -> pd.DataFrame:
+    """h100 (the baseline: one point more), gaudi3 1.5x, mi300x 0.8x, a100 equal, at 2 card counts x 2 batches.
+    `rotate`: a hardware's repeats in another order (its median, and so its ratio, unchanged)."""
+    rows = []
+    for hw, f in FACTORS.items():
+        for cards in (1, 2):
+            for batch in (1, 4):
+                samples = [x * f * cards * batch for x in BASE]
+                k = (rotate or {}).get(hw, 0)
+                rows.append(_row(hw, samples[k:] + samples[:k], cards=cards, batch=batch))
+    rows.append(_row("h100", [x * 8 for x in BASE], cards=8))   # makes h100 the hardware with most ok points
+    return pd.DataFrame(rows)
+
+
+def test_known_ratios_their_intervals_and_verdicts():
+    table = _known(rotate={"a100": 3})
+    assert default_baseline(table) == "h100"
+    c = compare_hardware(table)
+    p = c.pairs.set_index(["hardware", "cards", "value_base"]).sort_index()
+    assert set(c.pairs["hardware"]) == {"gaudi3", "mi300x", "a100"} and len(c.pairs) == 12 and c.pairs["like"].all()
+    for hw, f in FACTORS.items():
+        if hw == "h100":
+            continue
+        mine = c.pairs[c.pairs["hardware"].eq(hw)]
+        assert np.allclose(mine["ratio"], f)
+        # the interval is analysis.derived's bootstrap of the two points' repeats, as for scaling and speedup
+        for _, r in mine.iterrows():
+            num = table.loc[r["row"], "throughput_out_tok_s_samples"]
+            den = table.loc[r["base_row"], "throughput_out_tok_s_samples"]
+            assert (r["lo"], r["hi"]) == pytest.approx(ratio_interval(num, den))
+            assert r["lo"] < f < r["hi"] or f == 1.0
+        expected = {1.5: AHEAD, 0.8: BEHIND, 1.0: NO_CLEAR}[f]
+        assert set(mine["verdict"]) == {expected}, hw
+        assert (mine["lo"] <= 1).eq(f <= 1).all() and (mine["hi"] >= 1).eq(f >= 1).all()
+        assert np.allclose(mine["ttft_s_ratio"], 1 / f)   # a latency: lower is better, below 1 is faster
+    s = summary(c.pairs).set_index("hardware")
+    assert s.loc["gaudi3", "ratio"] == pytest.approx(1.5) and s.loc["gaudi3", AHEAD] == 4
+    assert s.loc["mi300x", BEHIND] == 4 and s.loc["a100", NO_CLEAR] == 4
+    assert s.loc["gaudi3", "software"] == ["vllm 0.11"] and (s["labelled"] == 0).all()
+    assert p.index.get_level_values("cards").isin([1, 2]).all()   # the 8-card h100 point has no counterpart
+
+
+def test_engine_and_precision_differ_are_labelled_not_counted():
+    rows = [_row("h100", BASE), _row("gaudi3", [x * 1.2 for x in BASE], engine="hf"),
+            _row("mi300x", [x * 0.9 for x in BASE], precision="fp16"),
+            _row("a100", [x * 0.7 for x in BASE], engine="vllm", vllm_version="0.10.2"),
+            _row("h100", BASE, batch=4)]
+    c = compare_hardware(pd.DataFrame(rows))
+    by = c.pairs.set_index("hardware")
+    assert by.loc["gaudi3", "differs"] == "engine differs: hf vs vllm" and not by.loc["gaudi3", "like"]
+    assert by.loc["mi300x", "differs"] == "precision differs: fp16 vs bf16"
+    assert by.loc["a100", "differs"] == "engine version differs: vllm 0.10 vs 0.11"
+    assert by.loc["gaudi3", "ratio"] == pytest.approx(1.2) and by.loc["gaudi3", "verdict"] == AHEAD
+    s = summary(c.pairs).set_index("hardware")
+    assert (s["configs"] == 0).all() and (s["labelled"] == 1).all()
+    # a like-for-like point of the same configuration is preferred to one that is not
+    both = compare_hardware(pd.DataFrame([*rows, _row("gaudi3", [x * 1.1 for x in BASE])]), "h100")
+    g = both.pairs[both.pairs["hardware"].eq("gaudi3")]
+    assert len(g) == 1 and g["like"].all() and g["ratio"].iloc[0] == pytest.approx(1.1)
+
+
+def test_version_family_and_baseline_choice():
+    assert version_family("0.11.2+cpu") == "0.11" and version_family("v5.19.0") == "5.19"
+    assert version_family(None) == "" and version_family("nightly") == "nightly"
+    table = _known()
+    assert "'tpu' has no ok point" in check_baseline(table, "tpu") and "h100 (5 ok)" in check_baseline(table, "tpu")
+    c = compare_hardware(table, "gaudi3")
+    assert c.baseline == "gaudi3" and np.allclose(c.pairs.loc[c.pairs.hardware.eq("h100"), "ratio"], 1 / 1.5)
+    with pytest.raises(ValueError, match="'tpu' has no ok point"):
+        compare_hardware(table, "tpu")
+    failed = table.assign(status=np.where(table.hardware.eq("gaudi3"), "failed", "ok"))
+    assert "gaudi3" not in set(compare_hardware(failed).pairs["hardware"])   # only ok points are compared
+
+
+def _text(path) -> str:
+    html = re.sub(r"<script.*?</script>", "", path.read_text(), flags=re.S)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_page_overview_and_overrides(tmp_path):
+    site = build(_known(), tmp_path / "site").parent
+    page, index = _text(site / "hardware.html"), _text(site / "index.html")
+    assert "Baseline: h100 , the hardware with the most successful points" in page
+    assert "gaudi3 vs h100 (vllm 0.11 on both): 1.50× (too few configurations for an interval of the median) " \
+           "median output throughput over 4 matched configurations; ahead in 4." in page
+    assert "1.50× [" in page and "0.80× [" in page and "1.00× [" in page and "· no clear difference" in page
+    assert 'id="hardware-' in (site / "hardware.html").read_text()   # the ratio-vs-cards chart
+    # the overview leads with the same sentences, each with a short link
+    first = re.search(r'<ul class="headlines">\s*<li>(.*?)</li>', (site / "index.html").read_text(), re.S).group(1)
+    assert first.startswith("inference: a100 vs h100") and first.endswith('<a class="more" href="hardware.html#'
+                                                                        + first.split('href="hardware.html#')[1])
+    assert "mi300x vs h100 (vllm 0.11 on both): 0.80×" in index and 'id="hardware-overview"' in \
+        (site / "index.html").read_text()
+
+    # the same device under three names: left out unless asked for, then named in every cell
+    ov = pd.DataFrame([_row(hw, [x * f for x in BASE], device_override="cpu") for hw, f in
+                       (("h100", 1.0), ("gaudi3", 1.0), ("mi300x", 1.0))])
+    out = _text(build(ov, tmp_path / "ov").parent / "hardware.html")
+    assert "3 successful point(s) ran with device_override and are left out" in out and "--include-overrides" in out
+    inc = _text(build(ov, tmp_path / "inc", include_overrides=True, baseline_hardware="h100").parent / "hardware.html")
+    assert "Baseline: h100 , report.baseline_hardware" in inc
+    assert inc.count("· no clear difference · override: cpu, both sides") == 2
+    assert "gaudi3 (override: cpu) vs h100 (override: cpu)" in inc
+
+
+def test_cli_baseline_hardware(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _known().to_parquet(runs / "results.parquet")
+    with pytest.raises(SystemExit) as e:
+        main([str(runs), "--out", str(tmp_path / "site"), "--baseline-hardware", "tpu"])
+    assert e.value.code == 2 and "--baseline-hardware: baseline hardware 'tpu' has no ok point" in capsys.readouterr().err
+    assert not (tmp_path / "site").exists()
+    assert main([str(runs), "--out", str(tmp_path / "site"), "--baseline-hardware", "mi300x"]) == 0
+    assert "Baseline: mi300x , report.baseline_hardware" in _text(tmp_path / "site" / "hardware.html")
