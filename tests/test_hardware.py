@@ -143,3 +143,23 @@ def test_cli_baseline_hardware(tmp_path, capsys):
     assert not (tmp_path / "site").exists()
     assert main([str(runs), "--out", str(tmp_path / "site"), "--baseline-hardware", "mi300x"]) == 0
     assert "Baseline: mi300x , report.baseline_hardware" in _text(tmp_path / "site" / "hardware.html")
+
+
+def test_the_sweeps_baseline_reaches_its_report(tmp_path):
+    """report.baseline_hardware: checked against the catalogue, saved in the sweep directory, read by jobs.finish,
+    and part of the fingerprint that decides whether the report is built again."""
+    from jobs import sweepdir
+    from jobs.finish import records_fingerprint
+    from jobs.sweep import _baseline_problem
+
+    assert _baseline_problem({"baseline_hardware": None}) is None and _baseline_problem({"baseline_hardware": "h100"}) \
+        is None
+    assert "report.baseline_hardware='tpu' is not a hardware of the catalogue; allowed: a100" in \
+        _baseline_problem({"baseline_hardware": "tpu"})
+    sweepdir.save_report_settings(tmp_path, {"baseline_hardware": "gaudi3"})
+    assert sweepdir.report_settings(tmp_path) == {"baseline_hardware": "gaudi3"}
+    stats = {"p1": (10, 20)}
+    assert records_fingerprint(stats, sweepdir.report_settings(tmp_path)) != records_fingerprint(stats)
+    sweepdir.save_report_settings(tmp_path, {"baseline_hardware": None})
+    assert sweepdir.report_settings(tmp_path) == {} and not (tmp_path / sweepdir.REPORT_SETTINGS).exists()
+    assert records_fingerprint(stats, {}) == records_fingerprint(stats)   # sweeps without settings: as before
