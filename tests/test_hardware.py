@@ -2,6 +2,7 @@
 are test input, never measurements."""
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -9,9 +10,18 @@ import pandas as pd
 import pytest
 
 from analysis.derived import ratio_interval
-from analysis.hardware import (AHEAD, BEHIND, NO_CLEAR, check_baseline, compare_hardware, default_baseline,
-                               summary, version_family)
+from analysis.hardware import (
+    AHEAD,
+    BEHIND,
+    NO_CLEAR,
+    check_baseline,
+    compare_hardware,
+    default_baseline,
+    summary,
+    version_family,
+)
 from report.build import build, main
+from tests.browser import CHROMIUM, check_pages
 
 BASE = [100.0, 97.0, 103.0, 99.0, 101.0, 98.5, 102.0]   # the baseline's repeats at batch 1, 1 card
 FACTORS = {"h100": 1.0, "gaudi3": 1.5, "mi300x": 0.8, "a100": 1.0}
@@ -103,7 +113,7 @@ def test_version_family_and_baseline_choice():
 
 
 def _text(path) -> str:
-    html = re.sub(r"<script.*?</script>", "", path.read_text(), flags=re.S)
+    html = re.sub(r"<script.*?</script>", "", path.read_text(), flags=re.DOTALL)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
@@ -116,7 +126,7 @@ def test_page_overview_and_overrides(tmp_path):
     assert "1.50× [" in page and "0.80× [" in page and "1.00× [" in page and "· no clear difference" in page
     assert 'id="hardware-' in (site / "hardware.html").read_text()   # the ratio-vs-cards chart
     # the overview leads with the same sentences, each with a short link
-    first = re.search(r'<ul class="headlines">\s*<li>(.*?)</li>', (site / "index.html").read_text(), re.S).group(1)
+    first = re.search(r'<ul class="headlines">\s*<li>(.*?)</li>', (site / "index.html").read_text(), re.DOTALL).group(1)
     assert first.startswith("inference: a100 vs h100") and first.endswith('<a class="more" href="hardware.html#'
                                                                         + first.split('href="hardware.html#')[1])
     assert "mi300x vs h100 (vllm 0.11 on both): 0.80×" in index and 'id="hardware-overview"' in \
@@ -163,3 +173,20 @@ def test_the_sweeps_baseline_reaches_its_report(tmp_path):
     sweepdir.save_report_settings(tmp_path, {"baseline_hardware": None})
     assert sweepdir.report_settings(tmp_path) == {} and not (tmp_path / sweepdir.REPORT_SETTINGS).exists()
     assert records_fingerprint(stats, {}) == records_fingerprint(stats)   # sweeps without settings: as before
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"browser test needs Chromium at {CHROMIUM}")
+def test_hardware_page_and_overview_render_in_browser(tmp_path):
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    mixed = pd.concat([_known(), pd.DataFrame([_row("gaudi2", [x * 1.2 for x in BASE], engine="hf", cards=2)])])
+    sites = [build(mixed, tmp_path / "site").parent,
+             build(pd.DataFrame([_row(hw, BASE, device_override="cpu") for hw in ("h100", "gaudi3", "mi300x")]),
+                   tmp_path / "ov", include_overrides=True).parent,
+             build(pd.DataFrame(), tmp_path / "empty").parent]
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    paths = [site / name for site in sites for name in ("index.html", "hardware.html")]
+    check_pages(paths, shots)
+    assert len(list(shots.glob("*.png"))) == len(paths)
+    assert "no configuration was measured on two hardware kinds" in _text(sites[2] / "hardware.html")

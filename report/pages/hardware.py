@@ -185,8 +185,9 @@ def ratio_chart(sec: Section, width: int = WIDTH, height: int = HEIGHT) -> Chart
                    alt.Tooltip("verdict:N", title="verdict"), alt.Tooltip("differs:N", title="not like for like")]
         xj = alt.X("x:Q", scale=scale)
         point = alt.Chart(alt.Data(values=values))
-        layers.append(point.mark_rule(strokeWidth=1.5, opacity=0.6).encode(x=xj, y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"),
-                                                                            color=color))
+        if d["lo"].notna().any():
+            layers.append(point.mark_rule(strokeWidth=1.5, opacity=0.6).encode(
+                x=xj, y=alt.Y("lo:Q"), y2=alt.Y2("hi:Q"), color=color))
         layers.append(point.mark_point(size=50, opacity=0.9).encode(
             x=xj, y=y, color=color, tooltip=tooltip,
             shape=alt.Shape("comparison:N", title="comparison", scale=alt.Scale(domain=[LIKE, UNLIKE],
@@ -224,10 +225,12 @@ def overview_charts(table: pd.DataFrame) -> list[Chart]:
                alt.Tooltip("hi:Q", title="95% interval of the median, high", format=".3~g"),
                alt.Tooltip("configs:Q", title="configurations")]
     base_chart = alt.Chart()
-    layers = [base_chart.mark_rule(strokeWidth=2, color=PALETTE[0]).encode(x=alt.X("lo:Q"), x2=alt.X2("hi:Q"), y=y),
-              base_chart.mark_point(filled=True, size=70, color=PALETTE[0]).encode(x=x, y=y, tooltip=tooltip),
+    layers = [base_chart.mark_point(filled=True, size=70, color=PALETTE[0]).encode(x=x, y=y, tooltip=tooltip),
               alt.Chart(alt.Data(values=[{"x": 1.0}])).mark_rule(color="#555", strokeDash=[6, 4]).encode(
                   x=alt.X("x:Q"))]
+    if any(pd.notna(r["lo"]) for r in rows):   # the interval of a median needs six configurations
+        layers.insert(0, base_chart.mark_rule(strokeWidth=2, color=PALETTE[0]).encode(
+            x=alt.X("lo:Q"), x2=alt.X2("hi:Q"), y=y))
     chart = alt.layer(*layers, data=alt.Data(values=records(pd.DataFrame(rows))), width=420,
                       height=max(40, 26 * len(rows)), config=CONFIG,
                       title=alt.Title("Hardware ratio, median over matched configurations",
