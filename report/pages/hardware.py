@@ -41,6 +41,7 @@ class Section:
     pairs: pd.DataFrame          # analysis.hardware pairs, with name, base_name, config and override columns
     summary: pd.DataFrame        # analysis.hardware.summary
     latency: list[str] = field(default_factory=list)
+    uncertain: int = 0           # pairs with a point that did not reach the noise target or ran under load
 
 
 @dataclass
@@ -83,7 +84,20 @@ def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Secti
                          override=override.to_numpy(object) if override is not None else None,
                          comparison=np.where(pairs["like"].astype(bool), LIKE, UNLIKE))
     pairs = pairs.reset_index(drop=True)   # summaries per hardware as shown ("gaudi3 (override: cpu)")
-    return Section(ms, pairs, summary(pairs.assign(hardware=pairs["name"])), c.latency.get(ms.workload, []))
+    return Section(ms, pairs, summary(pairs.assign(hardware=pairs["name"])), c.latency.get(ms.workload, []),
+                   int((_uncertain(mine) | _uncertain(theirs)).sum()))
+
+
+def _uncertain(rows: pd.DataFrame) -> np.ndarray:
+    """Points whose median did not reach the noise target (stable False) or that ran while other processes used
+    their cores (cores_shared, jobs.devices.HostLoad): their spread between runs can exceed their interval."""
+    out = np.zeros(len(rows), bool)
+    for col in ("stable", "cores_shared"):
+        if col in rows:
+            v = rows[col].to_numpy(object)
+            out |= np.array([x is not None and not (isinstance(x, float) and np.isnan(x)) and bool(x) == (col != "stable")
+                             for x in v], bool)
+    return out
 
 
 def section_id(workload: str) -> str:
@@ -281,6 +295,36 @@ def other_table(sec: Section) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def file_names(workload: str) -> tuple[str, str]:
+    """The CSV (every compared pair) and LaTeX (the papers' table) of one workload's comparison, in data/."""
+    stem = f"hardware-{anchor(workload)}"
+    return f"{stem}.csv", f"{stem}.tex"
+
+
+CSV_COLUMNS = ("workload", "hardware", "baseline", "config", "cards", "ratio", "lo", "hi", "verdict", "differs",
+               "software", "software_base", "value", "value_base", "n", "n_base", "cost_ratio", "cost_lo", "cost_hi",
+               "joule_ratio")
+
+
+def files(table: pd.DataFrame) -> dict[str, str]:
+    """Per workload: its compared pairs as CSV (ratio, interval, verdict, the labels, both medians and n, the
+    cost, joule and latency ratios) and its papers' table as LaTeX (booktabs)."""
+    out = {}
+    for sec in comparison(table).sections:
+        csv, tex = file_names(sec.ms.workload)
+        d = sec.pairs.assign(hardware=sec.pairs["name"], baseline=sec.pairs["base_name"])
+        cols = [c for c in (*CSV_COLUMNS, *(f"{m}_ratio" for m in sec.latency)) if c in d]
+        out[csv] = d[cols].rename(columns={"config": "configuration"}).to_csv(index=False)
+        headers, rows = paper_table(sec)
+        frame = pd.DataFrame([[r["config"], r["base"], *("; ".join(c["text"] for c in cs) or "—" for cs in r["cells"])]
+                              for r in rows], columns=headers)
+        caption = (f"{sec.ms.workload}: {sec.ms.main.title} on each hardware / on {headers[1].split(' (')[0]}, "
+                   "median ratio [95% bootstrap interval] per configuration (accelsweep)")
+        out[tex] = frame.to_latex(index=False, escape=True, caption=caption, label=f"tab:{anchor(sec.ms.workload)}",
+                                  column_format="l" * len(headers))
+    return out
+
+
 def context(table: pd.DataFrame) -> dict[str, Any]:
     r = comparison(table)
     sections = []
@@ -294,7 +338,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             "sentences": [sentence(s, sec.ms, str(s["hardware"]), base) for _, s in sec.summary.iterrows()],
             "headers": headers, "rows": rows[:MAX_ROWS], "n_rows": len(rows),
             "other_headers": other_headers, "other_rows": other_rows[:MAX_ROWS], "n_other": len(other_rows),
-            "latency": [sec.ms.get(m).title for m in sec.latency]})
+            "latency": [sec.ms.get(m).title for m in sec.latency], "files": file_names(sec.ms.workload),
+            "uncertain": sec.uncertain, "n_pairs": len(sec.pairs)})
     note = ""
     if r.left_out:
         note = (f"{r.left_out} successful point(s) ran with device_override and are left out: they measure the "
@@ -308,4 +353,4 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
 
 # Always built (like the other fixed pages) so that the navigation is the same whatever the sweep.
 PAGE = Page(slug="hardware", title="Hardware comparison", template="hardware.html", context=context, charts=charts,
-            order=5)
+            files=files, order=5)
