@@ -11,7 +11,6 @@ The clock is injected (Stopper(clock=...)), so the stopping rule is tested with 
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -48,11 +47,12 @@ def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, flo
     xs = sorted(xs)
     n = len(xs)
     alpha = (1 - confidence) / 2
-    k, tail = 0, 0.0
+    k, tail, comb, whole = 0, 0.0, 1, 2 ** n   # comb = math.comb(n, k), kept step by step (thousands of values)
     while k < n // 2:
-        tail += math.comb(n, k) / 2 ** n          # P(B <= k)
+        tail += comb / whole                      # P(B <= k)
         if tail > alpha:
             break
+        comb = comb * (n - k) // (k + 1)
         k += 1
     return (xs[k - 1], xs[n - k]) if k else None
 
