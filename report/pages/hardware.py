@@ -121,7 +121,7 @@ def interval_words(lo: Any, hi: Any) -> str:
     return f"[{ratio_text(lo)}, {ratio_text(hi)}]" if pd.notna(lo) and pd.notna(hi) else "(no interval)"
 
 
-def cell(r: pd.Series) -> str:
+def cell(r: pd.Series | dict) -> str:
     """'1.32× [1.25, 1.40]' and what it means: verdict, what differs, the override."""
     notes = [NO_CLEAR] if r["verdict"] == NO_CLEAR else []
     if r["differs"]:
@@ -256,27 +256,34 @@ def overview_charts(table: pd.DataFrame) -> list[Chart]:
 
 # --------------------------------------------------------------------------- tables
 
-def paper_table(sec: Section) -> tuple[list[str], list[dict[str, Any]]]:
-    """(headers, rows) shaped like the papers': a row per configuration, the baseline's throughput, then a cell per
-    hardware: 'ratio× [lo, hi]' and its notes."""
+def shown(sec: Section, limit: int | None = MAX_ROWS) -> pd.DataFrame:
+    """The pairs of the first `limit` configurations by name (all with None), sorted by configuration and hardware:
+    what the page's tables and the LaTeX table show (the CSV holds every pair)."""
     d = sec.pairs
-    base = str(d["base_name"].iloc[0])
-    names = sorted(d["name"].unique())
-    unit = sec.ms.main.unit
-    headers = ["configuration", f"{base} ({unit})", *names]
-    rows = []
-    for config, g in d.groupby("config", sort=True):
-        cells = {}
-        for _, r in g.iterrows():
-            cells.setdefault(r["name"], []).append({"text": cell(r), "verdict": r["verdict"]})
-        rows.append({"config": config, "base": fmt_num(g["value_base"].iloc[0]),
-                     "cells": [cells.get(n, []) for n in names]})
-    return headers, rows
+    configs = np.sort(d["config"].unique())
+    if limit is not None and len(configs) > limit:
+        d = d[d["config"].isin(configs[:limit])]
+    return d.sort_values(["config", "name"], kind="stable")
+
+
+def paper_table(sec: Section) -> tuple[list[str], list[dict[str, Any]]]:
+    """(headers, rows) shaped like the papers': a row per configuration (the first MAX_ROWS), the baseline's
+    throughput, then a cell per hardware: 'ratio× [lo, hi]' and its notes."""
+    d = shown(sec)
+    base = str(sec.pairs["base_name"].iloc[0])
+    names = sorted(sec.pairs["name"].unique())
+    headers = ["configuration", f"{base} ({sec.ms.main.unit})", *names]
+    rows: dict[str, dict[str, Any]] = {}
+    for r in d.to_dict(orient="records"):
+        row = rows.setdefault(r["config"], {"config": r["config"], "base": fmt_num(r["value_base"]),
+                                            "cells": {n: [] for n in names}})
+        row["cells"][r["name"]].append({"text": cell(r), "verdict": r["verdict"]})
+    return headers, [{**r, "cells": list(r["cells"].values())} for r in rows.values()]
 
 
 def other_table(sec: Section) -> tuple[list[str], list[list[str]]]:
-    """(headers, rows): per compared configuration, the ratios per unit of cost, per joule and of the latencies,
-    where any pair has them."""
+    """(headers, rows): per compared configuration (the first MAX_ROWS rows), the ratios per unit of cost, per joule
+    and of the latencies, where any pair has them."""
     d = sec.pairs
     cols = [("cost_ratio", "per unit of cost (×)")] if d["cost_ratio"].notna().any() else []
     if "joule_ratio" in d and d["joule_ratio"].notna().any():
@@ -288,7 +295,7 @@ def other_table(sec: Section) -> tuple[list[str], list[list[str]]]:
         return [], []
     headers = ["hardware", "configuration", "throughput (×)", *(h for _, h in cols)]
     rows = []
-    for _, r in d.sort_values(["name", "config"]).iterrows():
+    for r in d.sort_values(["name", "config"], kind="stable").head(MAX_ROWS).to_dict(orient="records"):
         values = [f"{ratio_text(r['cost_ratio'])}× {interval_words(r['cost_lo'], r['cost_hi'])}"
                   if c == "cost_ratio" and pd.notna(r[c]) else ratio_text(r[c]) for c, _ in cols]
         rows.append([r["name"], r["config"], f"{ratio_text(r['ratio'])}× {interval_words(r['lo'], r['hi'])}", *values])
@@ -318,8 +325,10 @@ def files(table: pd.DataFrame) -> dict[str, str]:
         headers, rows = paper_table(sec)
         frame = pd.DataFrame([[r["config"], r["base"], *("; ".join(c["text"] for c in cs) or "—" for cs in r["cells"])]
                               for r in rows], columns=headers)
+        n = sec.pairs["config"].nunique()
         caption = (f"{sec.ms.workload}: {sec.ms.main.title} on each hardware / on {headers[1].split(' (')[0]}, "
-                   "median ratio [95% bootstrap interval] per configuration (accelsweep)")
+                   "median ratio [95% bootstrap interval] per configuration (accelsweep)"
+                   + (f"; the first {len(rows)} of {n} configurations, all in {csv}" if len(rows) < n else ""))
         out[tex] = frame.to_latex(index=False, escape=True, caption=caption, label=f"tab:{anchor(sec.ms.workload)}",
                                   column_format="l" * len(headers))
     return out
@@ -336,8 +345,8 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             "id": section_id(sec.ms.workload), "workload": sec.ms.workload, "throughput": sec.ms.throughput,
             "title": sec.ms.main.title, "unit": sec.ms.main.unit, "chart_id": chart_id(sec.ms.workload),
             "sentences": [sentence(s, sec.ms, str(s["hardware"]), base) for _, s in sec.summary.iterrows()],
-            "headers": headers, "rows": rows[:MAX_ROWS], "n_rows": len(rows),
-            "other_headers": other_headers, "other_rows": other_rows[:MAX_ROWS], "n_other": len(other_rows),
+            "headers": headers, "rows": rows, "n_rows": sec.pairs["config"].nunique(),
+            "other_headers": other_headers, "other_rows": other_rows, "n_other": len(sec.pairs),
             "latency": [sec.ms.get(m).title for m in sec.latency], "files": file_names(sec.ms.workload),
             "uncertain": sec.uncertain, "n_pairs": len(sec.pairs)})
     note = ""
