@@ -146,7 +146,8 @@ def _versions(rows: pd.DataFrame, ms: MetricSet, software: list[str]) -> pd.Seri
         for key in software:
             mine = rows[key].astype(str).eq(value)
             if mine.any():
-                out[mine] = [version_family(v) for v in rows.loc[mine, column]]
+                found = rows.loc[mine, column]
+                out[mine] = found.map({v: version_family(v) for v in found.dropna().unique()}).fillna("")
     return out
 
 
@@ -164,7 +165,9 @@ def _ratios(rows: pd.DataFrame, ms: MetricSet, baseline: str, i: np.ndarray, j: 
                         "software": _software_text(rows, software, i), "software_base": _software_text(rows, software, j),
                         "differs": _differs(rows, software, i, j, like)})
     samples = rows[f"{t}_samples"].to_numpy(object) if f"{t}_samples" in rows else np.full(len(rows), None)
-    has = np.array([has_samples(s) for s in samples], bool)
+    has = np.zeros(len(rows), bool)
+    used = np.union1d(i, j)   # only the compared points' samples are looked at
+    has[used] = [has_samples(samples[k]) for k in used]
     both = np.flatnonzero(has[i] & has[j])
     if len(both):
         lo, hi = ratio_intervals(samples[i[both]], samples[j[both]], np.ones(len(both)))

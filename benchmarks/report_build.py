@@ -40,8 +40,8 @@ def make_table(n: int, path: Path) -> None:
     pd.concat(parts, ignore_index=True).head(n).to_parquet(path)
 
 
-def run(tree: Path, table: Path, site: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of report.build from `tree` in a fresh process."""
+def run(tree: Path, table: Path, site: Path) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak RSS in MB) of report.build from `tree` in a fresh process."""
     shutil.rmtree(site, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
@@ -51,7 +51,7 @@ def run(tree: Path, table: Path, site: Path) -> tuple[float, float]:
     wall = time.perf_counter() - t0
     if status:
         raise SystemExit(f"report.build from {tree} failed: {proc.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -70,15 +70,20 @@ def main() -> None:
     print(f"table: {args.n} rows in {time.perf_counter() - t0:.1f} s ({table})", flush=True)
     trees = {"this": ROOT, **({"other": args.other.resolve()} if args.other else {})}
     times: dict[str, list[float]] = {name: [] for name in trees}
+    cpu: dict[str, list[float]] = {name: [] for name in trees}
     for i in range(args.rounds):
         for name, tree in trees.items():
-            wall, rss = run(tree, table, work / f"site-{name}")
+            wall, used, rss = run(tree, table, work / f"site-{name}")
             times[name].append(wall)
-            print(f"round {i + 1} {name:5}: {wall:6.2f} s, peak {rss:5.0f} MB", flush=True)
+            cpu[name].append(used)
+            print(f"round {i + 1} {name:5}: {wall:6.2f} s wall, {used:6.2f} s CPU, peak {rss:5.0f} MB", flush=True)
     for name, ts in times.items():
-        print(f"{name:5} median {statistics.median(ts):.2f} s ({trees[name]})")
+        print(f"{name:5} median {statistics.median(ts):.2f} s wall, {statistics.median(cpu[name]):.2f} s CPU "
+              f"({trees[name]})")
     if args.other:
-        print(f"ratio of the medians, this / other: {statistics.median(times['this']) / statistics.median(times['other']):.3f}")
+        ratio = statistics.median(times["this"]) / statistics.median(times["other"])
+        ratio_cpu = statistics.median(cpu["this"]) / statistics.median(cpu["other"])
+        print(f"ratio of the medians, this / other: {ratio:.3f} wall, {ratio_cpu:.3f} CPU")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     if not args.keep:
         shutil.rmtree(work)
