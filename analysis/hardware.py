@@ -93,15 +93,24 @@ def compare_hardware(table: pd.DataFrame, baseline: str | None = None) -> Hardwa
         raise ValueError(why)
     parts, latency = [], {}
     if baseline is not None:
-        ok = table[table["status"].eq("ok") & table["hardware"].notna()]
-        for ms in workload_sets(ok):
-            rows = ok[ok["workload"].eq(ms.workload)]
+        ok = table["status"].eq("ok") & table["hardware"].notna()
+        for ms in workload_sets(table[ok]):
+            rows = table.loc[ok & table["workload"].eq(ms.workload), _columns(table, ms)]
             if ms.throughput in rows and rows["hardware"].astype(str).eq(baseline).any():
                 latency[ms.workload] = [m for m in latency_metrics(ms) if m in rows]
                 parts.append(_compare(rows, ms, baseline, latency[ms.workload]))
     parts = [p for p in parts if len(p)]
     pairs = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["workload", "hardware", "ratio"])
     return HardwareComparison(baseline, pairs, latency)
+
+
+def _columns(table: pd.DataFrame, ms: MetricSet) -> list[str]:
+    """The columns a comparison of `ms`'s points reads (a wide table is not copied whole)."""
+    t = ms.throughput
+    wanted = ["workload", "hardware", "cards", "precision", *param_keys(table, ms), *ms.software,
+              *(c for _, c in ms.versions), t, f"{t}_samples", f"{t}_n", "price_card_hour", "price_currency",
+              energy_metric(ms), *latency_metrics(ms)]
+    return [c for c in dict.fromkeys(wanted) if c and c in table]
 
 
 def _compare(rows: pd.DataFrame, ms: MetricSet, baseline: str, latency: list[str]) -> pd.DataFrame:
