@@ -87,6 +87,8 @@ def version_family(value: object) -> str:
 def compare_hardware(table: pd.DataFrame, baseline: str | None = None) -> HardwareComparison:
     """Every hardware against `baseline` (default: default_baseline) at every configuration both measured.
     ValueError (check_baseline's words) for a baseline with no ok point."""
+    if "workload" not in table or "hardware" not in table:
+        return HardwareComparison(None, pd.DataFrame(columns=["workload", "hardware", "ratio"]), {})
     if baseline is None:
         baseline = default_baseline(table)
     elif why := check_baseline(table, baseline):

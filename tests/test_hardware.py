@@ -80,6 +80,21 @@ def test_known_ratios_their_intervals_and_verdicts():
     assert p.index.get_level_values("cards").isin([1, 2]).all()   # the 8-card h100 point has no counterpart
 
 
+def test_per_unit_of_cost_and_per_joule():
+    """Work per unit of cost: the throughput ratio x the baseline's card-hour price / the hardware's (its interval
+    scaled alike), only between prices in one currency; work per joule: the ratio of the workload's tokens/J."""
+    table = _known().assign(price_card_hour=lambda t: t.hardware.map({"h100": 4.0, "gaudi3": 2.0, "mi300x": 3.0,
+                                                                       "a100": 1.0}),
+                            price_currency=lambda t: t.hardware.map({"a100": "USD"}).fillna("EUR"),
+                            tok_per_j=lambda t: t.throughput_out_tok_s / t.hardware.map({"h100": 700.0, "gaudi3": 600.0,
+                                                                                        "mi300x": 750.0, "a100": 400.0}))
+    p = compare_hardware(table).pairs.set_index("hardware")
+    g = p.loc["gaudi3"]
+    assert np.allclose(g["cost_ratio"], 1.5 * 4 / 2) and np.allclose(g["cost_lo"], g["lo"] * 2)
+    assert np.allclose(g["joule_ratio"], 1.5 * 700 / 600) and np.allclose(p.loc["mi300x", "cost_ratio"], 0.8 * 4 / 3)
+    assert p.loc["a100", "cost_ratio"].isna().all()   # priced in another currency: no cost ratio
+
+
 def test_engine_and_precision_differ_are_labelled_not_counted():
     rows = [_row("h100", BASE), _row("gaudi3", [x * 1.2 for x in BASE], engine="hf"),
             _row("mi300x", [x * 0.9 for x in BASE], precision="fp16"),
