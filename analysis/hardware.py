@@ -158,7 +158,8 @@ def _versions(rows: pd.DataFrame, ms: MetricSet, software: list[str]) -> pd.Seri
             mine = rows[key].astype(str).eq(value)
             if mine.any():
                 found = rows.loc[mine, column]
-                out[mine] = found.map({v: version_family(v) for v in found.dropna().unique()}).fillna("")
+                out[mine] = found.astype(object).map({v: version_family(v) for v in found.dropna().unique()}) \
+                    .astype(object).where(found.notna(), "")
     return out
 
 
