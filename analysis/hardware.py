@@ -8,7 +8,8 @@ has no such point for a configuration but the baseline has one that differs only
 precision, that pair is compared too and labelled ("engine differs: hf vs vllm"); summaries count it apart.
 
 ratio = median(hardware) / median(baseline), with the 95 % interval of analysis.derived.ratio_intervals (the
-scaling and speedup intervals' bootstrap over both points' per-repeat samples); a hardware is "ahead" where the
+scaling and speedup intervals' bootstrap over both points' per-repeat samples, where each has two or more: a
+point measured once, as a serving load is, gives no interval); a hardware is "ahead" where the
 whole interval is above 1, "behind" where it is below, "no clear difference" where it holds 1. Beside it: the
 ratio of work per unit of cost (the throughput ratio x the baseline's card-hour price / the hardware's, where both
 are priced in one currency; its interval scaled alike), of work per joule (the workload's metric in work/J) and of
@@ -179,7 +180,7 @@ def _ratios(rows: pd.DataFrame, ms: MetricSet, baseline: str, i: np.ndarray, j: 
     samples = rows[f"{t}_samples"].to_numpy(object) if f"{t}_samples" in rows else np.full(len(rows), None)
     has = np.zeros(len(rows), bool)
     used = np.union1d(i, j)   # only the compared points' samples are looked at
-    has[used] = [has_samples(samples[k]) for k in used]
+    has[used] = [has_samples(samples[k]) and len(samples[k]) > 1 for k in used]   # one value: no spread known
     both = np.flatnonzero(has[i] & has[j])
     if len(both):
         lo, hi = ratio_intervals(samples[i[both]], samples[j[both]], np.ones(len(both)))

@@ -123,6 +123,8 @@ def test_version_family_and_baseline_choice():
     assert c.baseline == "gaudi3" and np.allclose(c.pairs.loc[c.pairs.hardware.eq("h100"), "ratio"], 1 / 1.5)
     with pytest.raises(ValueError, match="'tpu' has no ok point"):
         compare_hardware(table, "tpu")
+    once = table.assign(throughput_out_tok_s_samples=table.throughput_out_tok_s.map(lambda x: [x]))
+    assert set(compare_hardware(once).pairs["verdict"]) == {"no interval"}   # one value per point: no spread known
     failed = table.assign(status=np.where(table.hardware.eq("gaudi3"), "failed", "ok"))
     assert "gaudi3" not in set(compare_hardware(failed).pairs["hardware"])   # only ok points are compared
 
