@@ -240,3 +240,11 @@ def test_figures_for_a_paper(tmp_path, capsys):
     assert f'href="data/{csv.name}"' in page and (tmp_path / "site" / "data" / csv.name).read_text() == csv.read_text()
     # mi300x's points did not reach the noise target: its 4 comparisons are said to be uncertain beyond the interval
     assert "4 of 12 compared configurations involve a point that" in page
+
+
+def test_configurations_that_differ_only_beyond_the_labels_get_rows_of_their_own(tmp_path):
+    """Serving's load level or a seed is no label of its own: it is added to the name where it tells rows apart."""
+    rows = [_row(hw, [x * f for x in BASE], seed=seed) for hw, f in (("h100", 1.0), ("gaudi3", 2.0)) for seed in (0, 1)]
+    text = _text(build(pd.DataFrame(rows), tmp_path / "site").parent / "hardware.html")
+    assert "m · bf16 · 1 card · 8x8 · batch 1 · seed 0" in text and "m · bf16 · 1 card · 8x8 · batch 1 · seed 1" in text
+    assert "input tokens" not in text   # the shape already tells it

@@ -16,8 +16,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from analysis.derived import param_keys
 from analysis.hardware import AHEAD, BEHIND, NO_CLEAR, NO_INTERVAL, HardwareComparison, compare_hardware, summary
-from jobs.metrics import MetricSet
+from jobs import workloads
+from jobs.metrics import MetricSet, label_words
 from report.charts import CONFIG, HEIGHT, PALETTE, WIDTH, Chart, anchor, empty_chart, fmt_num, records, to_spec
 from report.overrides import IN_FINDINGS, overridden
 from report.pages import MAX_ROWS, Page, by_workload, label, per_table, workload_fields
@@ -75,19 +77,37 @@ def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Secti
     pairs = c.pairs[c.pairs["workload"].eq(ms.workload)] if len(c.pairs) else c.pairs
     if pairs.empty:
         return None
+    keys = [k for k in param_keys(table, ms) if k not in ("device_override", "model_init")]
     wanted = [c for c in dict.fromkeys(["hardware", "device_override", "stable", "cores_shared", *FIRST, *ms.labels,
-                                        *ms.varied]) if c in table]
+                                        *ms.varied, *keys]) if c in table]
     mine, theirs = table.loc[pairs["row"], wanted], table.loc[pairs["base_row"], wanted]   # not every column
     fields = workload_fields(pd.concat([mine, theirs]), ms, FIRST, skip=("hardware",))
     override = mine["device_override"].where(overridden(mine)) if "device_override" in mine else None
     pairs = pairs.assign(name=mine["hardware"].astype(str).to_numpy(),
                          base_name=theirs["hardware"].astype(str).to_numpy(),
-                         config=label(theirs, fields).to_numpy(),
+                         config=config_names(theirs, fields, keys),
                          override=override.to_numpy(object) if override is not None else None,
                          comparison=np.where(pairs["like"].astype(bool), LIKE, UNLIKE))
     pairs = pairs.reset_index(drop=True)   # summaries per hardware as shown ("gaudi3 (override: cpu)")
     return Section(ms, pairs, summary(pairs.assign(hardware=pairs["name"])), c.latency.get(ms.workload, []),
                    int((_uncertain(mine) | _uncertain(theirs)).sum()))
+
+
+def config_names(rows: pd.DataFrame, fields: list[str], keys: list[str]) -> np.ndarray:
+    """Each configuration's name: its label (report.pages.label), then every other parameter that tells two
+    configurations of one name apart, as 'word value' (e.g. serving's 'load 4', or 'seed 1'), so that no two rows
+    of the papers' table share a name."""
+    names = label(rows, fields)
+    words = label_words(workloads.metric_sets())
+    for k in keys:
+        if k in fields or k not in rows or not rows[k].groupby(names.to_numpy()).nunique(dropna=False).gt(1).any():
+            continue   # it tells no two configurations of one name apart
+        value = rows[k].astype(object)
+        whole = pd.to_numeric(value, errors="coerce")
+        text = value.astype(str).where(~(whole.notna() & whole.mod(1).eq(0)),
+                                       whole.fillna(0).astype("int64").astype(str))
+        names = names + " · " + (words.get(k) or k.replace("_", " ")) + " " + text.where(value.notna(), "—")
+    return names.to_numpy(object)
 
 
 def _uncertain(rows: pd.DataFrame) -> np.ndarray:
