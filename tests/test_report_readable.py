@@ -188,7 +188,7 @@ def test_overview_of_two_workloads_keeps_integers_blocks_and_environments(tmp_pa
     serving = index.split('id="points-serving')[1].split('<h2 id="data">')[0]
     assert "<td>4</td>" in inference and "<td>4.0</td>" not in inference and "batch size" in inference
     assert "output throughput (tokens/s)" in serving and '<td class="num">200</td>' in serving
-    assert "batch size" not in serving and "TTFT p99" in serving
+    assert "batch size" not in serving and "TTFT p99" in serving and "<th>level</th>" in serving
     # versions per hardware and workload: two environments, two rows
     assert re.search(r"<td>cpu</td><td>inference</td><td class=\"num\">2</td><td>[^<]*</td><td>[^<]*</td>"
                      r"<td>5.25.0</td>", index)

@@ -260,8 +260,9 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     """(column, header, unit, kind) of the points table: kind is "text", "status" or "num"."""
     sets = workload_sets(table)
     params = [(c, h, None, "text") for c, h in TABLE_PARAMS if c != "workload" or len(sets) > 1]
-    params += [(c, c.replace("_", " "), None, "text") for c in dict.fromkeys(k for ms in sets for k in ms.labels)
-               if c in table]
+    # the parameters that name a point (serving's load level too, MetricSet.title_fields)
+    params += [(c, c.replace("_", " "), None, "text")
+               for c in dict.fromkeys(k for ms in sets for k in (*ms.labels, *ms.title_fields)) if c in table]
     metrics = {}
     for ms in sets:
         for name in (ms.throughput, *ms.overview):
