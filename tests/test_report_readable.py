@@ -62,7 +62,7 @@ def test_points_table_has_n_spread_and_threads(site):
         assert f"<th>{header}</th>" in index, header
     # one row: cpu, 1 card, batch 1, 16x16: 100 tok/s, n=6, CV 4.5 %, interval 95–105
     assert re.search(r'<td class="num">100</td><td class="num">6</td><td class="num">4.5</td>'
-                     r'<td>95–105</td>', index.replace("\n", ""))
+                     r'<td class="num">95–105</td>', index.replace("\n", ""))
 
 
 def test_every_swept_parameter_is_in_the_encoding(site):

@@ -285,7 +285,7 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     if "stable" in table:
         spread.append(("stable", "stable", None, "flag"))
     if OTHER in table:   # other processes' share of the point's cores while it ran (jobs.devices.HostLoad)
-        spread.append((OTHER, "other processes on its cores (%)", None, "pct"))
+        spread.append((OTHER, "load by others (%)", None, "pct"))
     out = [*params, ("status", "status", None, "status")]
     for m in metrics.values():
         if m.name in table:
@@ -363,7 +363,7 @@ def point_blocks(table: pd.DataFrame) -> list[dict[str, Any]]:
             "workload": name, "id": f"points-{anchor(name)}" if name else "points-all", "total": len(rows),
             "headers": [f"{h} ({unit})" if unit else h for _, h, unit, _ in columns],
             "rows": [{"status": str(r.get("status")), "point_id": r.get("point_id"),
-                      "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") else kind)
+                      "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") or c.endswith(CI) else kind)
                                 for c, _, _, kind in columns]}
                      for _, r in _with_intervals(rows.head(MAX_ROWS)).iterrows()]})
     return blocks
