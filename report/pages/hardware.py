@@ -57,7 +57,7 @@ class Result:
 @per_table
 def comparison(table: pd.DataFrame) -> Result:
     """The hardware comparison of the table the report shows (override points only where included)."""
-    left_out = 0
+    left_out, chosen = 0, table.attrs.get(BASELINE_ATTR)
     if IN_FINDINGS in table and not table[IN_FINDINGS].astype(bool).all():
         left_out = int((~table[IN_FINDINGS].astype(bool) & table["status"].eq("ok")).sum())
         table = table[table[IN_FINDINGS].astype(bool)]
@@ -65,7 +65,7 @@ def comparison(table: pd.DataFrame) -> Result:
         return Result(None, [], NO_PAIRS, left_out)
     named = table.assign(hardware=table["hardware"].map(base_name, na_action="ignore"))
     try:
-        c = compare_hardware(named, table.attrs.get(BASELINE_ATTR))
+        c = compare_hardware(named, chosen)
     except ValueError as exc:
         return Result(None, [], str(exc), left_out)
     sections = [_section(table, c, ms) for ms, _ in by_workload(table)]
@@ -78,8 +78,8 @@ def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Secti
     if pairs.empty:
         return None
     keys = [k for k in param_keys(table, ms) if k not in ("device_override", "model_init")]
-    wanted = [c for c in dict.fromkeys(["hardware", "device_override", "stable", "cores_shared", *FIRST, *ms.labels,
-                                        *ms.varied, *keys]) if c in table]
+    wanted = [col for col in dict.fromkeys(["hardware", "device_override", "stable", "cores_shared", *FIRST,
+                                            *ms.labels, *ms.varied, *keys]) if col in table]
     mine, theirs = table.loc[pairs["row"], wanted], table.loc[pairs["base_row"], wanted]   # not every column
     fields = workload_fields(pd.concat([mine, theirs]), ms, FIRST, skip=("hardware",))
     override = mine["device_override"].where(overridden(mine)) if "device_override" in mine else None
