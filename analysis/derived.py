@@ -191,7 +191,7 @@ def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> dict[str, pd.DataF
         columns={"hardware_previous": "hardware"})) if "hardware_previous" in table else \
         np.full(len(table), -1)   # records that do not name a previous generation: no speedup
     samples = table[f"{x}_samples"].to_numpy(object) if f"{x}_samples" in table else np.full(len(table), None)
-    has_samples = np.array([_has_samples(s) for s in samples], bool)
+    sampled = np.array([has_samples(s) for s in samples], bool)
     x_values = value.to_numpy(float)
     out = {}
     for name, other, scale in ((SCALING_EFFICIENCY, base, table["cards"].to_numpy(float)),
@@ -203,7 +203,7 @@ def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> dict[str, pd.DataF
         itself = mine == theirs   # a 1-card point against itself: 1 by definition
         cols[mine[itself], 1:] = cols[mine[itself], :1]
         # tables from records without samples of the main metric: no interval
-        pair = ~itself & has_samples[mine] & has_samples[theirs]
+        pair = ~itself & sampled[mine] & sampled[theirs]
         i, j = mine[pair], theirs[pair]
         if len(i):
             cols[i, 1], cols[i, 2] = ratio_intervals(samples[i], samples[j], scale[i])
@@ -211,5 +211,6 @@ def _derived(table: pd.DataFrame, x: str, keys: list[str]) -> dict[str, pd.DataF
     return out
 
 
-def _has_samples(xs) -> bool:
+def has_samples(xs) -> bool:
+    """A table cell holds per-repeat samples (not None, NaN or empty)."""
     return xs is not None and not (isinstance(xs, float) and np.isnan(xs)) and len(xs) > 0

@@ -133,8 +133,8 @@ def metric_tables() -> str:
         lines += [(f"**{ms.workload}** (`jobs/workloads/{ms.workload}/metrics.py`): main throughput "
                    f"`{ms.throughput}`, in {ms.work} per second."), ""]
         lines += _md_rows(ms.metrics, ms.throughput) + [""]
-    lines += [("**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` for every workload "
-               "from its main throughput):"), ""]
+    lines += [("**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` and, for the Hardware "
+               "comparison page, `analysis/hardware.py` for every workload from its main throughput):"), ""]
     return "\n".join(lines + _md_rows(DERIVED))
 
 

@@ -296,6 +296,7 @@ SCHEMA: dict[str, Any] = {
         "poll_s": Num(min=0.1),
         "poll_max_s": Num(min=0.1),
     },
+    "report": {"baseline_hardware": Str(null=True)},   # checked against the catalogue by jobs.sweep
     "hardware": {
         "name": Str(), "vendor": Str(), "device": Str(choices=DEVICES), "engine": Str(null=True),
         "family": Str(), "generation": Int(min=0), "previous": Str(null=True), "cards_per_node": Int(min=1),

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
 
-from jobs import files
+from jobs import files, sweepdir
 from jobs.records import record_stats
 from jobs.status import REFERENCE_CHECK, REFERENCE_SPEC, record_ended
 
@@ -40,9 +41,12 @@ def prepare(workers: list[list]) -> None:
         _loading.start()
 
 
-def records_fingerprint(stats: dict[str, tuple[int, int]]) -> str:
-    """A hash of every record file's point id, size and mtime (jobs.records.record_stats: stat only)."""
+def records_fingerprint(stats: dict[str, tuple[int, int]], settings: dict | None = None) -> str:
+    """A hash of every record file's point id, size and mtime (jobs.records.record_stats: stat only), and of the
+    report `settings` (the sweep's `report` config) where there are any."""
     h = hashlib.sha256()
+    if settings:
+        h.update(json.dumps(settings, sort_keys=True).encode() + b"\n")
     for name, (size, mtime_ns) in stats.items():
         h.update(f"{name} {size} {mtime_ns}\n".encode())
     return h.hexdigest()
@@ -60,7 +64,8 @@ def finish(sweep_dir: Path) -> Path:
     record changed since the last build (a resume with nothing to run)."""
     sweep_dir = Path(sweep_dir)
     stats = record_stats(sweep_dir)   # one stat per record, for the fingerprint and for aggregate
-    fingerprint = records_fingerprint(stats)
+    settings = sweepdir.report_settings(sweep_dir)   # the sweep's `report` config
+    fingerprint = records_fingerprint(stats, settings)
     if up_to_date(sweep_dir, fingerprint):
         index = sweep_dir / "site" / "index.html"
         print(f"report:  {index}  (no record changed; not rebuilt)")
@@ -73,7 +78,8 @@ def finish(sweep_dir: Path) -> Path:
 
     table = aggregate([sweep_dir], stats={sweep_dir: stats})
     (parquet,) = write_table(table, sweep_dir, csv=False)   # the CSV is written once, in the site's data/
-    index = build(table, sweep_dir / "site", within=sweep_dir)   # a linked site/ is replaced too
+    index = build(table, sweep_dir / "site", within=sweep_dir,   # a linked site/ is replaced too
+                  baseline_hardware=settings.get("baseline_hardware"))
     files.write_text(sweep_dir / FINGERPRINT, fingerprint + "\n")
     counts = table["status"].value_counts().to_dict() if len(table) else {}
     print(f"records: {sweep_dir / 'points'}  ({', '.join(f'{n} {s}' for s, n in sorted(counts.items()))})")

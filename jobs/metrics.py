@@ -60,6 +60,9 @@ class MetricSet:
     # Parameters that name the software that did the work (the engine): two points that differ in one are compared
     # only with the difference said ("engine differs: hf vs vllm"); headlines are given per value.
     software: tuple[str, ...] = ()
+    # (value of a software parameter, the table column that records its version): a hardware comparison
+    # (analysis.hardware) matches points on that version's major.minor too (vllm 0.11.x with vllm 0.11.y).
+    versions: tuple[tuple[str, str], ...] = ()
     scaling_mode: str | None = None  # the parameter that says strong or weak scaling (what stays fixed as cards grow)
     order: tuple[str, ...] = ()   # parameters that sort the table after workload, hardware, model, precision, cards
     # Parameters that, after hardware, model, precision and cards, name one point in a list of points (failures).
@@ -159,7 +162,7 @@ def cost_per_run(minutes: str, run: str) -> Metric:
                   LOWER, label="cost per training run")
 
 
-SCALING_EFFICIENCY, SPEEDUP = "scaling_efficiency", "speedup_vs_previous"
+SCALING_EFFICIENCY, SPEEDUP, HARDWARE_RATIO = "scaling_efficiency", "speedup_vs_previous", "hardware_ratio"
 # Metrics that compare points; analysis.derived computes them from each workload's main throughput.
 DERIVED: tuple[Metric, ...] = (
     Metric(SCALING_EFFICIENCY, "fraction",
@@ -169,6 +172,12 @@ DERIVED: tuple[Metric, ...] = (
     Metric(SPEEDUP, "x",
            "main throughput(hardware) / main throughput(previous generation of the same family), same workload, "
            "model, precision, cards and workload parameters", None, repeat="from the medians of two points"),
+    Metric(HARDWARE_RATIO, "x",
+           "main throughput(hardware) / main throughput(baseline hardware, report.baseline_hardware), same workload, "
+           "model, precision, cards, engine and its version's major.minor and workload parameters, across vendors "
+           "and generations alike; computed by analysis/hardware.py for the report's Hardware comparison page, with "
+           "the same ratio per unit of cost and per joule, and the ratio of each latency the workload's overview "
+           "lists (below 1: lower latency than the baseline)", None, repeat="from the medians of two points"),
 )
 
 def directions(sets: Sequence[MetricSet]) -> dict[str, str]:

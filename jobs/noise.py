@@ -11,7 +11,6 @@ The clock is injected (Stopper(clock=...)), so the stopping rule is tested with 
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -58,11 +57,12 @@ def order_statistic(n: int, confidence: float) -> int:
     """k of median_ci: the number of j in [0, n // 2) with P(B <= j) <= (1 - confidence) / 2."""
     alpha = (1 - confidence) / 2
     if n <= EXACT_UP_TO:
-        k, tail = 0, 0.0
+        k, tail, comb, whole = 0, 0.0, 1, 2 ** n   # comb = math.comb(n, k), carried step by step
         while k < n // 2:
-            tail += math.comb(n, k) / 2 ** n          # P(B <= k)
+            tail += comb / whole                      # P(B <= k)
             if tail > alpha:
                 break
+            comb = comb * (n - k) // (k + 1)
             k += 1
         return k
     from scipy.special import bdtr   # imported here: ~0.3 s, and only a large sample needs it

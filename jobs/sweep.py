@@ -53,10 +53,12 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     Nothing is written before the points are accepted; the sweep directory is then locked for this run."""
     points = plan.plan(configs)   # checks every value's type first
     first = configs[0][1]
-    for key in ("sweep", "cluster", "dry_run", "force", "reference"):
+    for key in ("sweep", "cluster", "dry_run", "force", "reference", "report"):
         values = {repr(c.get(key)) for _, c in configs}
         if len(values) > 1:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
+    if why := _baseline_problem(first.get("report") or {}):
+        raise plan.SweepRejected([("report", why)])
     cluster = first["cluster"]
     try:
         sched = schedulers.get(cluster["kind"])
@@ -113,6 +115,7 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
         _save_references(sweep_dir, first.get("reference") if bounds else None)
+        sweepdir.save_report_settings(sweep_dir, first.get("report"))
         report = first["sweep"]["report"] and (bool(here) or not sched.waits)
         active_jobs = sorted({t.split("_")[0] for t in active.values()})
         # While a local worker starts (imports torch), the report's libraries load beside it (finish.prepare).
@@ -216,6 +219,15 @@ def check_references(bounds: list, sweep_dir: Path, points: list[plan.Point]) ->
         return None
     return (f"{len(result.violations)} reference violation(s) (the `reference` config):\n"
             + "\n".join(f"  {v.text()}" for v in result.violations))
+
+
+def _baseline_problem(report: dict[str, Any]) -> str | None:
+    """Why report.baseline_hardware names no hardware of the catalogue, or None."""
+    name = report.get("baseline_hardware")
+    known = conf.names("hardware", user=True)
+    if name is None or name in known:
+        return None
+    return f"report.baseline_hardware={name!r} is not a hardware of the catalogue; allowed: {', '.join(known)}"
 
 
 def _save_references(sweep_dir: Path, spec: dict | None) -> None:

@@ -7,6 +7,7 @@ group (read, never write) for shared project spaces.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import socket
@@ -14,15 +15,35 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobs import records, store
+from jobs import files, records, store
 
 MIN_FREE_MB = 100   # records, logs, the table and the report of a sweep fit in far less
 LOCK_NAME = ".lock"
+REPORT_SETTINGS = "report.json"   # the sweep's `report` config, for the report stage (jobs.finish)
 
 
 # The folders a sweep writes into and reads back: records, its results store, the report, submitit's job files and
 # logs (local, Slurm) and a local sweep's journals.
 FOLDERS = ("points", store.DIR, "site", "submitit", "slurm", "local")
+
+
+def save_report_settings(sweep_dir: Path, settings: dict | None) -> None:
+    """The sweep's `report` config (report.baseline_hardware, ...) where the report stage finds it; none: gone."""
+    path = Path(sweep_dir) / REPORT_SETTINGS
+    settings = {k: v for k, v in (settings or {}).items() if v is not None}
+    if settings:
+        files.write_text(path, json.dumps(settings, sort_keys=True) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def report_settings(sweep_dir: Path) -> dict:
+    """What save_report_settings wrote ({} where nothing, or a file that is not a JSON object)."""
+    try:
+        found = json.loads((Path(sweep_dir) / REPORT_SETTINGS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 class SweepDirError(RuntimeError):

@@ -29,11 +29,13 @@ from altair.utils.schemapi import debug_mode
 
 from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
+from analysis.hardware import check_baseline
 from analysis.history import History, history as make_history
 from jobs import files
 from report.charts import fmt_num
 from report import overrides
 from report.pages import Page, discover, template_dirs
+from report.pages.hardware import BASELINE_ATTR
 
 RESULTS_NAME = "results.parquet"
 DATA_NAMES = (RESULTS_NAME, "results.csv.gz")   # write_table's, in the site's data/
@@ -197,11 +199,14 @@ def _size(path: Path) -> str:
 
 def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
           tolerance: float = TOLERANCE, include_overrides: bool = False, history: History | None = None,
-          within: Path | None = None) -> Path:
+          within: Path | None = None, baseline_hardware: str | None = None, figures: Path | None = None) -> Path:
     """Write the site for ``table`` (compared with ``baseline`` if given; with the History page when ``history``
     is given) under ``out``; return index.html's path.
 
-    ``include_overrides``: keep device_override points in the generation speedups and headline findings.
+    ``include_overrides``: keep device_override points in the generation speedups, hardware comparison and headline
+    findings. ``baseline_hardware``: the hardware the Hardware comparison page compares with (None: the one with the
+    most ok points). ``figures``: a directory to write every chart into as SVG and PNG (vl_convert, offline) and
+    every table a page links as a download (CSV, LaTeX) too.
     ``within``: the directory (``out`` or one above it: the sweep directory) no symbolic link inside which is
     written through (files.own_directories); files.InTheWay, before anything is written, for a file or directory
     where the site puts the other, or for files it would replace in a directory it did not write (not_a_site).
@@ -210,6 +215,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     table = normalize(table)
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
     marked = overrides.mark(table, include_overrides)
+    marked.attrs[BASELINE_ATTR] = baseline_hardware   # read by the pages that compare hardware
     pages = [p for p in (pages if pages is not None else discover())
              if p.applies(marked) and (comparison is not None or not p.needs_baseline)
              and (history is not None or not p.needs_history)]
@@ -260,6 +266,12 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
                 html = env.get_template(page.template).render(**{**common, **extra}, page=page, charts=charts)
             if page.slug == "index":
                 written.result()   # raises files.WriteFailed if the data could not be written
+            for name, text in page.files(table).items():   # the tables the page links to
+                files.write_text(out / "data" / name, text)
+                if figures is not None:
+                    files.write_text(Path(figures) / name, text)
+            if figures is not None:
+                write_figures(charts, Path(figures), page.slug)
             files.write_text(out / page.filename, html)
     return out / "index.html"
 
@@ -284,7 +296,28 @@ def not_a_site(out: Path, names: list[str]) -> list[str]:
     return [n for n in names if replaced(n)]
 
 
-def out_problem(out: Path, inputs: Iterable[Path | str]) -> str | None:
+PNG_SCALE = 2   # pixels per chart unit: sharp enough to print
+
+
+def write_figures(charts: list, folder: Path, slug: str) -> list[Path]:
+    """Every drawn chart as <slug>-<chart id>.svg and .png in `folder`, rendered by vl_convert (no browser, no
+    network: the charts' data is in their specs)."""
+    import vl_convert
+
+    written = []
+    for chart in charts:
+        if chart.spec is None:
+            continue
+        stem = folder / (chart.id if chart.id.startswith(f"{slug}-") else f"{slug}-{chart.id}")
+        written.append(files.write_text(stem.with_suffix(".svg"), vl_convert.vegalite_to_svg(chart.spec)))
+        png = stem.with_suffix(".png")
+        with files.atomic(png) as tmp:
+            tmp.write_bytes(vl_convert.vegalite_to_png(chart.spec, scale=PNG_SCALE))
+        written.append(png)
+    return written
+
+
+def out_problem(out: Path, inputs: Iterable[Path | str], name: str = "--out") -> str | None:
     """Why the site may not be written into `out`, or None: never onto its inputs (an input directory or one of
     its parents, `/` included) nor into a directory that holds records (a sweep directory, its points/, a runs
     directory); a directory of its own inside a sweep directory (runs/<name>/site) is where the sweep puts it."""
@@ -293,14 +326,14 @@ def out_problem(out: Path, inputs: Iterable[Path | str]) -> str | None:
         src = Path(given).resolve()
         src = src.parent if src.is_file() else src
         if where == src or where in src.parents:
-            return (f"--out {out} is the input {given}{' or a directory above it' if where != src else ''}; the "
+            return (f"{name} {out} is the input {given}{' or a directory above it' if where != src else ''}; the "
                     f"report would be written among its inputs: give a directory of its own (e.g. {src / 'site'})")
     from jobs.records import RECORD_NAME
 
     holds = [where / "manifest.json", where / "points", where / RECORD_NAME]
     if any(p.exists() for p in holds) or (where.name == "points" and where.is_dir()) or \
             next(where.glob(f"*/{RECORD_NAME}"), None) or next(where.glob("*/points"), None):
-        return f"--out {out} holds records (a sweep or runs directory, or points/); give a directory of its own"
+        return f"{name} {out} holds records (a sweep or runs directory, or points/); give a directory of its own"
     return None
 
 
@@ -320,13 +353,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-empty", action="store_true",
                     help="build a report with no points when the inputs hold none (default: an error, exit status 2)")
     ap.add_argument("--include-overrides", action="store_true",
-                    help="keep points run with device_override in the generation speedups and headline findings "
+                    help="keep points run with device_override in the generation speedups, hardware comparison and "
+                         "headline findings "
                          "(default: left out; their pages name them 'hardware (override: device)' either way)")
+    ap.add_argument("--baseline-hardware", metavar="HARDWARE",
+                    help="the hardware the Hardware comparison page compares every other with (default: the one "
+                         "with the most successful points; the sweep's report.baseline_hardware)")
+    ap.add_argument("--figures", type=Path, metavar="DIR",
+                    help="also write every chart as SVG and PNG, and every comparison table as CSV and LaTeX "
+                         "(booktabs), into DIR: figures for a paper (rendered offline by vl_convert)")
     args = ap.parse_args(argv)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
     if why := (out_problem(args.out, [*args.inputs, *(args.baseline or [])])
-               or files.output_problem(args.out, "--out", directory=True)):
+               or files.output_problem(args.out, "--out", directory=True)
+               or (args.figures is not None and (out_problem(args.figures, [*args.inputs, *(args.baseline or [])], "--figures")
+                                                 or files.output_problem(args.figures, "--figures", directory=True)))):
         ap.error(why)
     try:
         runs = load_runs(args.inputs)
@@ -335,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
         baseline = load(args.baseline) if args.baseline else None
     except (FileNotFoundError, InputError) as exc:
         ap.error(str(exc))
+    if args.baseline_hardware is not None and not table.empty and \
+            (why := check_baseline(table, args.baseline_hardware)):
+        ap.error(f"--baseline-hardware: {why}")
     if table.empty and not args.allow_empty:
         ap.error(f"no points found in {', '.join(map(str, args.inputs))} (no {RESULTS_NAME} with rows, directly or "
                  "one directory down); --allow-empty builds an empty report")
@@ -344,13 +389,16 @@ def main(argv: list[str] | None = None) -> int:
         print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
     try:
         index = build(table, args.out, baseline=baseline, tolerance=args.tolerance,
-                      include_overrides=args.include_overrides, history=history)
+                      include_overrides=args.include_overrides, history=history,
+                      baseline_hardware=args.baseline_hardware, figures=args.figures)
     except files.InTheWay as exc:   # found before anything is written
         ap.error(str(exc))
     except files.WriteFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(index.resolve())
+    if args.figures is not None:
+        print(f"figures: {args.figures.resolve()}", file=sys.stderr)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Points run with device_override: measured on another device than the hardware they are named after.
 
 The report names such a point's hardware "h100 (override: cpu)" wherever it shows hardware (tables, chart
-titles, legends, tooltips, headlines), and leaves it out of generation speedups and headline findings unless
+titles, legends, tooltips, headlines), and leaves it out of generation speedups, the hardware comparison
+(report.pages.hardware) and headline findings unless
 the user asks (report.build --include-overrides): its numbers describe the override device, not the hardware.
 """
 from __future__ import annotations
@@ -52,9 +53,10 @@ def finding(table: pd.DataFrame) -> dict | None:
     include = IN_FINDINGS not in table or bool(table.loc[ov, IN_FINDINGS].all())
     devices = ", ".join(sorted(map(str, table.loc[ov, "device_override"].unique())))
     hw = ", ".join(sorted({str(h).split(" (override")[0] for h in table.loc[ov, "hardware"].dropna()}))
-    how = ("they are included in these findings and in the generation speedups (--include-overrides)" if include
-           else "they are left out of these findings and of the generation speedups (report.build "
-                "--include-overrides puts them in)")
+    how = ("they are included in these findings, the hardware comparison and the generation speedups "
+           "(--include-overrides), each of which names them" if include
+           else "they are left out of these findings, the hardware comparison and the generation speedups "
+                "(report.build --include-overrides puts them in)")
     return {"text": f"{int(ov.sum())} point(s) ran with device_override ({devices}): they measure that device, "
                     f"not the hardware they are named after ({hw}), and carry no roofline fractions; {how}.",
             "href": "#points"}

@@ -62,7 +62,7 @@ def test_points_table_has_n_spread_and_threads(site):
         assert f"<th>{header}</th>" in index, header
     # one row: cpu, 1 card, batch 1, 16x16: 100 tok/s, n=6, CV 4.5 %, interval 95–105
     assert re.search(r'<td class="num">100</td><td class="num">6</td><td class="num">4.5</td>'
-                     r'<td>95–105</td>', index.replace("\n", ""))
+                     r'<td class="num">95–105</td>', index.replace("\n", ""))
 
 
 def test_every_swept_parameter_is_in_the_encoding(site):
@@ -161,3 +161,36 @@ def test_no_chart_text_overlaps_in_chromium(site, tmp_path):
         finally:
             browser.close()
 
+
+
+def test_overview_of_two_workloads_keeps_integers_blocks_and_environments(tmp_path):
+    """The README's Quick start and serving example in one sweep directory (issue 37, item 4): batch sizes stay
+    whole numbers, each workload gets its own block with its own main throughput and n, and the software versions
+    of the two environments are listed apart."""
+    infer = pd.DataFrame([_point(hardware="cpu", model="tiny-llama", precision="fp32", cards=1, batch_size=b)
+                          for b in (1, 4)]).assign(transformers_version="5.25.0")
+    from jobs import workloads
+
+    ms = workloads.metric_set("serving")
+    filler = {**{k: 1 for k in ms.keys}, **{m.name: 0.1 for m in ms.metrics}, "shape": "32x32", "arrival": "poisson"}
+    serve = pd.DataFrame([{**filler, "point_id": f"serve-{level}", "sweep": "fixture-sweep", "status": "ok",
+                           "workload": "serving", "hardware": "cpu", "model": "tiny-llama", "precision": "fp32",
+                           "cards": 1, "engine": "vllm", "mode": "concurrency", "level": level,
+                           "output_tok_s": 50.0 * level, "output_tok_s_n": 1, "ttft_p99_s": 0.2, "tpot_p99_s": 0.02,
+                           "goodput_req_s": 1.5, "transformers_version": "5.19.0", "vllm_version": "0.11.1"}
+                          for level in (1, 4)])
+    table = pd.concat([infer, serve], ignore_index=True)
+    assert table["batch_size"].dtype == float   # NaN in the serving rows made the column float
+    site = build(table, tmp_path / "site").parent
+    index = (site / "index.html").read_text().replace("\n", "")
+    assert 'id="points-inference' in index and 'id="points-serving' in index
+    inference = index.split('id="points-inference')[1].split('id="points-serving')[0]
+    serving = index.split('id="points-serving')[1].split('<h2 id="data">')[0]
+    assert "<td>4</td>" in inference and "<td>4.0</td>" not in inference and "batch size" in inference
+    assert "output throughput (tokens/s)" in serving and '<td class="num">200</td>' in serving
+    assert "batch size" not in serving and "TTFT p99" in serving and "<th>level</th>" in serving
+    # versions per hardware and workload: two environments, two rows
+    assert re.search(r"<td>cpu</td><td>inference</td><td class=\"num\">2</td><td>[^<]*</td><td>[^<]*</td>"
+                     r"<td>5.25.0</td>", index)
+    assert re.search(r"<td>cpu</td><td>serving</td><td class=\"num\">2</td>.*?<td>5.19.0</td><td>0.11.1</td>", index)
+    assert "5.19.0, 5.25.0" not in index

@@ -50,6 +50,10 @@ def _no_history(table: pd.DataFrame, history: History | None) -> dict[str, Any]:
     return {}
 
 
+def _no_files(table: pd.DataFrame) -> dict[str, str]:
+    return {}
+
+
 # Tables on a page list at most this many rows; the data/ downloads hold every point.
 MAX_ROWS = 200
 
@@ -73,6 +77,9 @@ class Page:
     workload: str | None = None    # the workload this page is about, if any
     # href (relative to the site root) of the chart that shows one table row: the overview links its headlines there
     link: Callable[[pd.Series], str] | None = None
+    # {file name: text} of the tables the page links to (CSV, LaTeX): written into the site's data/ folder, and with
+    # report.build --figures into that folder too
+    files: Callable[[pd.DataFrame], dict[str, str]] = field(default=_no_files)
 
     @property
     def filename(self) -> str:

