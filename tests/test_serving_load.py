@@ -300,3 +300,25 @@ def test_the_requests_file_gives_back_the_same_figures_for_any_slo(serve, tmp_pa
     for slo in (metrics.Slo(), metrics.Slo(ttft_s=0.0105, tpot_s=1.0)):
         assert metrics.summary(back, got.window_s, 1, slo) == metrics.summary(got.requests, got.window_s, 1, slo)
     assert min(r.start for r in back) == 0.0
+
+
+def test_a_stream_without_chunked_encoding_ends_with_the_connection():
+    """An HTTP/1.0-style answer (no length, no chunks: the body ends when the server closes) is read in full."""
+    events = "".join(f'data: {{"choices": [{{"text": "t{i}"}}]}}\n\n' for i in range(3))
+    body = (events + 'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}\n\n'
+            "data: [DONE]\n\n").encode()
+
+    def answer(srv):
+        for _ in range(2):
+            conn, _ = srv.accept()
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body)
+            conn.close()
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        threading.Thread(target=answer, args=(srv,), daemon=True).start()
+        got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 2), 3,
+                       Load("concurrency", 1, requests=2), client_processes=1)
+    assert [(r.ok, r.output_tokens, len(r.chunk_times)) for r in got.requests] == [(True, 3, 3)] * 2, got.requests

@@ -120,6 +120,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc):
         self.transport = None
+        if exc is None and self.events is None and self.status == 200:
+            self._end(None)   # closed after [DONE]: a body delimited by the connection's end, as HTTP/1.0's
+            return
         self._end(f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection before the answer ended")
 
     # httptools' callbacks
