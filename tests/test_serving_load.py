@@ -322,3 +322,45 @@ def test_a_stream_without_chunked_encoding_ends_with_the_connection():
         got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 2), 3,
                        Load("concurrency", 1, requests=2), client_processes=1)
     assert [(r.ok, r.output_tokens, len(r.chunk_times)) for r in got.requests] == [(True, 3, 3)] * 2, got.requests
+
+
+def _chunked(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + \
+        b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+MISBEHAVING = {   # what the server sends: the start of the error its request ends with
+    "reset mid-stream": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\ndata: {\"choi", None),
+    "malformed event": (_chunked(b'data: {"choices": [{"text": \n\n'), "JSONDecodeError"),
+    "not UTF-8": (_chunked(b'data: {"choices": [{"text": "\xff\xfe"}]}\n\n'), "JSONDecodeError"),
+    "an event that is a list": (_chunked(b"data: [1, 2]\n\n"), "a stream event that is not an object"),
+    "an error event": (_chunked(b'data: {"error": {"message": "KV cache full"}}\n\n'), "{'message': 'KV cache full'}"),
+    "empty answer": (b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "the stream ended without a token"),
+    "an HTML page": (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\n\r\n<html></html>",
+                     "the stream ended without a token"),
+    "not HTTP": (b"SSH-2.0-OpenSSH_9.2\r\n", "HttpParserError"),
+    "HTTP 503": (b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy", "HTTP 503: busy"),
+}
+
+
+@pytest.mark.parametrize("case", MISBEHAVING)
+def test_a_misbehaving_server_fails_the_request_with_its_reason(case):
+    sent, reason = MISBEHAVING[case]
+
+    def answer(srv):
+        for _ in range(2):
+            conn, _ = srv.accept()
+            conn.recv(65536)
+            conn.sendall(sent)
+            conn.close()
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        threading.Thread(target=answer, args=(srv,), daemon=True).start()
+        got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 2), 3,
+                       Load("concurrency", 1, requests=2), timeout_s=10, client_processes=1)
+    assert [r.ok for r in got.requests] == [False, False]
+    errors = {r.error for r in got.requests}
+    assert all(e.startswith(reason or "the server closed the connection before the answer ended") for e in errors), \
+        errors

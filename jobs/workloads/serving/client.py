@@ -142,13 +142,14 @@ class _Connection(asyncio.Protocol):
                   keep=self.reusable)
 
     def _end(self, error: str | None, keep: bool = False) -> None:
-        """The request is over: its error (the first one counts), and the connection kept only when it is clean."""
-        if self.req is not None and error is not None and self.req.error is None:
-            self.req.error = error[:300]
+        """The request is over: its error (the first one, while it is not over yet), and the connection kept only
+        when it is clean."""
+        if self.done is not None and not self.done.done():
+            if error is not None and self.req.error is None:
+                self.req.error = error[:300]
+            self.done.set_result(None)
         if not keep or (self.req is not None and self.req.error is not None):
             self.close()
-        if self.done is not None and not self.done.done():
-            self.done.set_result(None)
 
 
 class _Target:
