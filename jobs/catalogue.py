@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jobs import conf, config_schema, experiment, workloads
+from jobs import accuracy, conf, config_schema, experiment, workloads
 from jobs.metrics import DERIVED, Metric
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference"
@@ -135,7 +135,10 @@ def metric_tables() -> str:
         lines += _md_rows(ms.metrics, ms.throughput) + [""]
     lines += [("**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` for every workload "
                "from its main throughput):"), ""]
-    return "\n".join(lines + _md_rows(DERIVED))
+    lines += _md_rows(DERIVED) + ["", (f"**Accuracy gate** (`jobs/accuracy.py` `GATE_FIGURES`, the record's `accuracy` "
+                                       f"block, against {accuracy.REFERENCE}):"), ""]
+    lines += _md_rows(accuracy.GATE_FIGURES) + ["", "Tolerances per precision (`jobs/accuracy.py` `TOLERANCES`):", ""]
+    return "\n".join(lines + [accuracy.markdown()])
 
 
 def key_tables() -> dict[str, str]:

@@ -64,3 +64,40 @@ def slowed(device: Device, hardware: str | None) -> tuple[Device, float | None]:
         return device, None
     fields = {f.name: getattr(device, f.name) for f in dataclasses.fields(Device)}
     return SlowedDevice(**fields, factor=factor), factor
+
+
+# A wrong answer, for tests of the accuracy gate (jobs.accuracy): ACCELSWEEP_INJECT_LOGIT_NOISE="cpu=0.5[,h100=1]"
+# adds Gaussian noise to the output layer's weights of every engine that runs a point of the named hardware, scaled
+# so that each logit moves by about that many nats (a broken kernel or a bad weight load, as the engine computes
+# it). The record says so: info.injected_logit_noise.
+LOGIT_ENV = "ACCELSWEEP_INJECT_LOGIT_NOISE"
+LOGIT_INFO = "injected_logit_noise"
+
+
+def logit_noise(hardware: str | None) -> float | None:
+    """The logit noise (nats) the variable asks for points of `hardware`, or None; ValueError on a bad value."""
+    text = os.environ.get(LOGIT_ENV, "")
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, value = part.partition("=")
+        try:
+            std = float(value)
+        except ValueError:
+            std = math.nan
+        if not eq or not name.strip() or not 0 < std <= _MAX:
+            raise ValueError(f"{LOGIT_ENV}={text!r}: {part!r} must be <hardware name>=<nats>, a number above 0 and "
+                             f"at most {_MAX:g} (e.g. cpu=0.5)")
+        out[name.strip()] = std
+    return out.get(hardware)
+
+
+def perturb_logits(model, nats: float, seed: int = 0) -> None:
+    """Add noise to a transformers model's output layer so that its logits move by about `nats` each: the layer's
+    input is RMS-normalised (about unit size per element), so weight noise of nats / sqrt(hidden) does that."""
+    import torch
+
+    weight = model.get_output_embeddings().weight
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(weight.shape, generator=gen) * (nats / weight.shape[1] ** 0.5)
+    with torch.no_grad():
+        weight.add_(noise.to(weight.device, weight.dtype))

