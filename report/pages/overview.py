@@ -225,7 +225,20 @@ def headlines(table: pd.DataFrame) -> list[dict[str, Any]]:
         items.append(override)
     if injected := _injected(everything):
         items.append(injected)
+    if inaccurate := _inaccurate(everything):
+        items.append(inaccurate)
     return items
+
+
+def _inaccurate(table: pd.DataFrame) -> dict[str, Any] | None:
+    """A headline naming the points that failed the accuracy gate (jobs.accuracy): measured, but left out of every
+    finding above."""
+    if "status" not in table or not (bad := table["status"].eq("inaccurate")).any():
+        return None
+    hw = ", ".join(sorted(map(str, table.loc[bad, "hardware"].dropna().unique()))) if "hardware" in table else "?"
+    return {"text": f"{int(bad.sum())} point(s) ({hw}) failed the accuracy gate: their engine's answers are not the "
+                    "reference's, so their speed is left out of these findings and every comparison (the Failures "
+                    "page says why).", "href": "failures.html"}
 
 
 def _injected(table: pd.DataFrame) -> dict[str, Any] | None:

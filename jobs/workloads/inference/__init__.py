@@ -214,7 +214,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples={})
     measured = [r for r in gathered if any(x is not None for x in r["repeats"])]
     info = {**engine.info(), **startup, "cards_per_process": k,
-            **({inject.LOGIT_INFO: n} if (n := inject.logit_noise(cfg["hardware"].get("name"))) else {})}
+            **({inject.LOGIT_INFO: n} if (n := _logit_noise(cfg)) else {})}
     if len(measured) < len(gathered):   # one model over several nodes: where vLLM's workers ran
         info["engine_nodes"] = ";".join(r["node"] for r in gathered)
     result = summarise_ranks(measured, batch=batch, inp=inp, out=out, info=info)
@@ -245,7 +245,7 @@ def _engine(cfg: dict[str, Any], ctx) -> tuple[_Built, float | None]:
     options = engines.options(cfg)
     if accuracy.setting(cfg) != "off":
         options["seeded_weights"] = True   # an engine that would load dummy weights loads the reference's
-    if noise := inject.logit_noise(cfg["hardware"].get("name")):   # tests of accelsweep only (jobs.inject)
+    if noise := _logit_noise(cfg):
         options["logit_noise"] = noise
     if engines.tasks(name) is Ranks.PER_NODE and getattr(ctx, "world_size", 1) > 1:   # a process per node
         options = {**options, "nodes": ctx.world_size, "node_rank": ctx.rank}
@@ -264,6 +264,11 @@ def _engine(cfg: dict[str, Any], ctx) -> tuple[_Built, float | None]:
     if cache is not None:
         cache[key] = built
     return built, time.perf_counter() - t0
+
+
+def _logit_noise(cfg: dict[str, Any]) -> float | None:
+    """The logit noise a test of accelsweep injects into this point's engine (jobs.inject), or None."""
+    return inject.logit_noise(cfg["hardware"].get("name"), cfg["precision"]["name"])
 
 
 class _Built:
