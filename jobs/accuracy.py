@@ -277,6 +277,16 @@ def status(block: dict[str, Any] | None) -> tuple[str, str | None]:
     return "ok", None
 
 
+def judged(result, block: dict[str, Any] | None):
+    """A workload's Result with the gate's block, `inaccurate` where the gate failed under accuracy.gate=enforce
+    (measured all the same: its samples stay); a result that is not ok already stays as it is."""
+    result.accuracy = block
+    state, why = status(block)
+    if state != "ok" and result.status == "ok":
+        result.status, result.error, result.error_type = state, why, "AccuracyGate"
+    return result
+
+
 def markdown() -> str:
     """The tolerances as a table (docs/reference/metrics.md, through jobs.catalogue)."""
     lines = ["| precision | top1_agreement at least | max_abs_dlogprob at most | greedy_close at least | why |",

@@ -102,6 +102,9 @@ def test_the_load_sweep_gives_ok_records_from_one_server_start(load_sweep):
         assert m["ttft_p50_s"]["median"] <= m["e2e_p50_s"]["median"]
         assert info["server_generation_tokens"] == 12 * 16   # the server counted exactly the asked tokens
         assert info["warmup_s"] > 0
+        # the accuracy gate through the server (the seeded weights, not vLLM's dummy ones), once per server start
+        assert r["accuracy"]["passed"] is True and r["accuracy"]["top1_agreement"] >= 0.98, r["accuracy"]
+    assert sorted(bool(r["accuracy"].get("engine_reused")) for r in recs) == [False, True, True, True]
     assert _none_left(name, 30), "a server outlived its sweep"
 
 

@@ -224,17 +224,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         result.samples.update(measure.energy(gathered, work=batch * out * len(measured[0]["repeats"]),
                                              per_joule="tok_per_j"))
     result.samples.update(roofline(cfg, batch, inp, out, result.samples, cards=k))
-    return gated(result, gate)
-
-
-def gated(result: Result, gate: dict[str, Any] | None) -> Result:
-    """The result with the accuracy gate's block, `inaccurate` where the gate failed under accuracy.gate=enforce
-    (measured all the same: its samples stay)."""
-    result.accuracy = gate
-    status, why = accuracy.status(gate)
-    if status != "ok" and result.status == "ok":
-        result.status, result.error, result.error_type = status, why, "AccuracyGate"
-    return result
+    return accuracy.judged(result, gate)
 
 
 def _engine(cfg: dict[str, Any], ctx) -> tuple[_Built, float | None]:
