@@ -291,7 +291,14 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
                 # costs in several currencies: each row says its own
                 out.append(("price_currency", "currency", None, "text"))
             out += [c for c in spread if c[0].startswith(f"{m.name}_")]
+    # the accuracy gate's figures (jobs.accuracy) beside the speed they vouch for
+    out += [(c, h, u, "num") for c, h, u in ((f"{GATE}top1_agreement", "top-1 agreement with the reference", "fraction"),
+                                             (f"{GATE}max_abs_dlogprob", "max |Δ logprob| vs the reference", "nats"))
+            if c in table and table[c].notna().any()]
     return out + [c for c in spread if c[0] in ("stable", OTHER)]
+
+
+GATE = "accuracy_"   # the accuracy gate's columns (jobs.store.flatten)
 
 
 CI = "_ci_text"   # suffix of the interval column the points table shows (built in context)
