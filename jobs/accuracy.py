@@ -19,6 +19,8 @@ import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -162,23 +164,39 @@ def model_key(model_cfg: dict[str, Any], seed: int) -> str:
 
 def reference(model_cfg: dict[str, Any], seed: int) -> tuple[list[Scored], float | None]:
     """(the reference's answer to the fixed prompts, seconds it took to build; None when it came from the cache).
-    Built once per model, seed and checkpoint; written atomically, so two workers building it at once agree."""
+    Built once per model, seed and checkpoint, in a process of its own (its fp32 model never counts in the point's
+    own memory, nor stays in the worker), written atomically: two workers building it at once agree."""
     path = cache_root() / f"{model_key(model_cfg, seed)}.reference.json"
+    if (found := _read(path)) is not None:
+        return found, None
+    t0 = time.perf_counter()
+    here = str(Path(__file__).resolve().parents[1])   # the child runs this very code, wherever it is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
+    out = subprocess.run([sys.executable, "-m", "jobs.accuracy", json.dumps(model_cfg), str(seed), str(path)],
+                         capture_output=True, text=True, check=False, env=env)
+    if out.returncode or (found := _read(path)) is None:
+        raise RuntimeError(f"the accuracy gate's reference could not be built (exit code {out.returncode}): "
+                           f"{out.stderr[-2000:]}")
+    return found, time.perf_counter() - t0
+
+
+def _read(path: Path) -> list[Scored] | None:
     try:
-        return [Scored.from_json(d) for d in json.loads(path.read_text())["scored"]], None
+        return [Scored.from_json(d) for d in json.loads(path.read_text())["scored"]]
     except (OSError, ValueError, KeyError, TypeError):
-        pass
+        return None
+
+
+def build_reference(model_cfg: dict[str, Any], seed: int, path: Path) -> None:
+    """Score the fixed prompts with transformers in fp32 on the CPU and write the answer to `path`."""
     import torch
 
     from jobs.models import build_causal_lm
 
-    t0 = time.perf_counter()
     model = build_causal_lm(model_cfg, torch.float32, "cpu", seed)
     scored = score_hf(model, prompts(model.config.vocab_size), "cpu")
-    del model
     files.write_text(path, json.dumps({"reference": REFERENCE, "model": model_cfg.get("name"), "seed": seed,
                                        "scored": [s.to_json() for s in scored]}))
-    return scored, time.perf_counter() - t0
 
 
 def seeded_checkpoint(model_cfg: dict[str, Any], dtype: str, seed: int,
@@ -294,3 +312,7 @@ def markdown() -> str:
     lines += [f"| {t.precision} | {t.min_top1:g} | {t.max_dlogprob:g} | {t.min_greedy:g} | {t.why} |"
               for t in TOLERANCES.values()]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":   # the reference's own process (reference())
+    build_reference(json.loads(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]))
