@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -162,14 +163,23 @@ def model_key(model_cfg: dict[str, Any], seed: int) -> str:
     return f"{model_cfg.get('name', 'model')}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
 
+# Below this many fp32 bytes of weights the reference is built in the point's own process: a process of its own
+# costs seconds of imports, and a model this small adds little to a point's peak memory.
+IN_PROCESS_BYTES = 1e9
+
+
 def reference(model_cfg: dict[str, Any], seed: int) -> tuple[list[Scored], float | None]:
     """(the reference's answer to the fixed prompts, seconds it took to build; None when it came from the cache).
-    Built once per model, seed and checkpoint, in a process of its own (its fp32 model never counts in the point's
-    own memory, nor stays in the worker), written atomically: two workers building it at once agree."""
+    Built once per model, seed and checkpoint, written atomically (two workers building it at once agree); a model
+    over IN_PROCESS_BYTES in a process of its own, so that its fp32 copy never counts in the point's own memory nor
+    stays in the worker."""
     path = cache_root() / f"{model_key(model_cfg, seed)}.reference.json"
     if (found := _read(path)) is not None:
         return found, None
     t0 = time.perf_counter()
+    if _fp32_bytes(model_cfg) < IN_PROCESS_BYTES:
+        build_reference(model_cfg, seed, path)
+        return _read(path), time.perf_counter() - t0
     here = str(Path(__file__).resolve().parents[1])   # the child runs this very code, wherever it is installed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (here, os.environ.get("PYTHONPATH"))))}
     out = subprocess.run([sys.executable, "-m", "jobs.accuracy", json.dumps(model_cfg), str(seed), str(path)],
@@ -178,6 +188,16 @@ def reference(model_cfg: dict[str, Any], seed: int) -> tuple[list[Scored], float
         raise RuntimeError(f"the accuracy gate's reference could not be built (exit code {out.returncode}): "
                            f"{out.stderr[-2000:]}")
     return found, time.perf_counter() - t0
+
+
+def _fp32_bytes(model_cfg: dict[str, Any]) -> float:
+    """The reference model's weights in fp32 (a checkpoint's or an unknown shape: taken as large)."""
+    from jobs import model_math
+
+    try:
+        return 4 * model_math.parameters(model_cfg["config"]) if model_cfg.get("init") != "pretrained" else math.inf
+    except (KeyError, TypeError, ZeroDivisionError):
+        return math.inf
 
 
 def _read(path: Path) -> list[Scored] | None:
