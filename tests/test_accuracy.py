@@ -143,7 +143,7 @@ def test_a_point_that_fails_the_gate_is_kept_but_never_a_finding(tmp_path):
                           "workload.engine=hf", "workload.shape=16x8", "workload.noise.max_seconds=1",
                           "sweep.name=gate", "sweep.report=false"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=600, check=False)
-    assert out.returncode != 0 and "inaccurate" in out.stdout + out.stderr   # the sweep says a point did not pass
+    assert out.returncode != 0 and "· inaccurate 1" in out.stdout, out.stdout   # the sweep says a point did not pass
     table = aggregate([tmp_path / "runs" / "gate"])
     by = table.set_index("precision")
     assert by.loc["bf16", "status"] == "inaccurate" and by.loc["fp32", "status"] == "ok"
