@@ -155,10 +155,12 @@ def cache_root() -> Path:
 
 
 def model_key(model_cfg: dict[str, Any], seed: int) -> str:
-    """What makes the weights: the architecture and the seed (random init), or the checkpoint's path."""
+    """What makes the weights: the architecture and the seed (random init), or the checkpoint (its path and its
+    files' sizes and modification times: a checkpoint written again at the same path gets a new reference)."""
     pretrained = model_cfg.get("init") == "pretrained"
     blob = json.dumps({"config": model_cfg.get("config"), "init": model_cfg.get("init"),
                        "path": str(Path(model_cfg["path"]).resolve()) if pretrained else None,
+                       "files": _files(Path(model_cfg["path"])) if pretrained else None,
                        "seed": None if pretrained else seed, "version": VERSION}, sort_keys=True, default=str)
     return f"{model_cfg.get('name', 'model')}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
 
@@ -166,6 +168,14 @@ def model_key(model_cfg: dict[str, Any], seed: int) -> str:
 # Below this many fp32 bytes of weights the reference is built in the point's own process: a process of its own
 # costs seconds of imports, and a model this small adds little to a point's peak memory.
 IN_PROCESS_BYTES = 1e9
+
+
+def _files(directory: Path) -> list[tuple[str, int, int]]:
+    """(name, size, mtime_ns) of the files of a checkpoint directory (not its subdirectories)."""
+    try:
+        return sorted((p.name, (st := p.stat()).st_size, st.st_mtime_ns) for p in directory.iterdir() if p.is_file())
+    except OSError:
+        return []
 
 
 def reference(model_cfg: dict[str, Any], seed: int) -> tuple[list[Scored], float | None]:

@@ -156,3 +156,21 @@ def test_a_point_that_fails_the_gate_is_kept_but_never_a_finding(tmp_path):
     page = failures.context(table)
     assert [f["status"] for f in page["failures"]] == ["inaccurate"]
     assert "top1_agreement=" in page["failures"][0]["error_message"]
+
+
+def test_a_checkpoint_is_gated_against_its_own_fp32_reference_and_a_new_one_gets_a_new_reference(make_cfg, ctx,
+                                                                                                 tmp_path):
+    import torch
+
+    from jobs.models import build_causal_lm
+
+    ckpt = tmp_path / "ckpt"
+    build_causal_lm(make_cfg()["model"], torch.float32, "cpu", seed=3).save_pretrained(ckpt)
+    cfg = make_cfg("model.init=pretrained", f"model.path={ckpt}", "precision=bf16", "workload.engine=hf",
+                   "workload.shape=4x3", "workload.repeats=1", "workload.warmup=0", "workload.noise.target=null")
+    res = inference.run(cfg, ctx)
+    assert res.status == "ok" and res.accuracy["passed"] is True and res.accuracy["reference_built_s"] is not None
+    key = accuracy.model_key(cfg["model"], cfg["seed"])
+    assert accuracy.model_key(cfg["model"], cfg["seed"] + 1) == key   # a checkpoint's weights do not follow the seed
+    build_causal_lm(make_cfg()["model"], torch.float32, "cpu", seed=4).save_pretrained(ckpt)   # other weights there
+    assert accuracy.model_key(cfg["model"], cfg["seed"]) != key
