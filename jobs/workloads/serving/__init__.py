@@ -20,8 +20,8 @@ from jobs.vllm_settings import cpu_environment, hpu_environment
 from jobs.workloads import Also, Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
-from . import gate
 from . import dataset as datasets
+from . import gate
 from . import load as loads
 from . import server as servers
 from .metrics import METRICS, SLO_PRESETS, Slo, summary
@@ -201,12 +201,9 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
     tmp = None
     if cfg["model"]["init"] == "pretrained":
         model_dir = cfg["model"]["path"]
-    elif _seeded(cfg):
-        nats = _logit_noise(cfg)   # a test-only fault (jobs.inject)
-        model_dir = accuracy.seeded_checkpoint(
-            cfg["model"], cfg["precision"]["dtype"], int(cfg["seed"]),
-            (lambda m: inject.perturb_logits(m, nats, int(cfg["seed"]))) if nats else None,
-            tag=f"logit-noise-{nats:g}" if nats else "")
+    elif _seeded(cfg):   # the gate's reference weights (perturbed by a test-only fault, jobs.inject)
+        model_dir = accuracy.seeded_checkpoint(cfg["model"], cfg["precision"]["dtype"], int(cfg["seed"]),
+                                               _logit_noise(cfg))
     else:
         from jobs.models import write_random_model
 

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from transformers.generation.streamers import BaseStreamer
 
-from jobs import accuracy, inject
+from jobs import accuracy
 from jobs.models import build_causal_lm, parameter_count
 
 from .base import Generation
@@ -44,7 +44,7 @@ class HFEngine:
         random_init = model_cfg["init"] != "pretrained"
         self.model = build_causal_lm(model_cfg, dtype, "cpu" if random_init else device.torch_device, seed)
         if noise:
-            inject.perturb_logits(self.model, noise, seed)
+            accuracy.perturb_logits(self.model, noise, seed)
         self.model.to(device.torch_device)
         if self.options.get("compile"):
             self.model.forward = torch.compile(self.model.forward)

@@ -39,7 +39,7 @@ import tempfile
 import time
 from typing import Any
 
-from jobs import accuracy, inject, model_math
+from jobs import accuracy, model_math
 from jobs.models import write_random_model
 from jobs.vllm_settings import across_nodes, cpu_environment, hpu_environment, memory_utilization
 
@@ -102,9 +102,7 @@ class VLLMEngine:
         if model_cfg["init"] == "pretrained":
             model, self.load_format = model_cfg["path"], "auto"
         elif seeded or noise:
-            perturb = (lambda m: inject.perturb_logits(m, noise, seed)) if noise else None
-            model = accuracy.seeded_checkpoint(model_cfg, precision_cfg["dtype"], seed, perturb,
-                                               tag=f"logit-noise-{noise:g}" if noise else "")
+            model = accuracy.seeded_checkpoint(model_cfg, precision_cfg["dtype"], seed, noise)
             self.load_format = "auto"
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="accelsweep-vllm-")
