@@ -62,8 +62,8 @@ def main() -> None:
         a, prov = r.get("accuracy") or {}, r["provenance"]
         point_s = seconds(prov["start_time"], prov["finish_time"])
         # the gate itself, and where the engine wrote the seeded checkpoint it loads instead of dummy weights, that too
-        own = 0.0 if a.get("engine_reused") else float(a.get("gate_s") or 0)
-        own += float(r["info"].get("seeded_checkpoint_s") or 0)
+        own = 0.0 if a.get("engine_reused") else float(a.get("gate_s") or 0) + float(
+            r["info"].get("seeded_checkpoint_s") or 0)
         total += own
         p = r["params"]
         print(f"{p['engine']:5} {p['precision']:5} batch {p.get('batch_size')}: {r['status']:10} gate "
