@@ -137,7 +137,10 @@ def metric_tables() -> str:
                "from its main throughput):"), ""]
     lines += _md_rows(DERIVED) + ["", (f"**Accuracy gate** (`jobs/accuracy.py` `GATE_FIGURES`, the record's `accuracy` "
                                        f"block, against {accuracy.REFERENCE}):"), ""]
-    lines += _md_rows(accuracy.GATE_FIGURES) + ["", "Tolerances per precision (`jobs/accuracy.py` `TOLERANCES`):", ""]
+    lines += _md_rows(accuracy.GATE_FIGURES) + ["", (f"Tolerances per precision (`jobs/accuracy.py` `TOLERANCES`), "
+                                                     f"widened below fp32 to {accuracy.SLACK} times the error "
+                                                     "transformers itself makes on the CPU in the point's dtype for "
+                                                     "its model (`bounds`):"), ""]
     return "\n".join(lines + [accuracy.markdown()])
 
 

@@ -193,3 +193,14 @@ def test_a_vllm_servers_completion_reads_as_the_gates_answer():
     body = gate.request("tiny", [3, 5])
     assert body["prompt"] == [3, 5] and body["prompt_logprobs"] == body["logprobs"] == accuracy.TOP_K
     assert body["temperature"] == 0.0 and body["ignore_eos"] and body["return_tokens_as_token_ids"]
+
+
+def test_the_bounds_widen_to_the_precisions_own_error_and_still_fail_a_broken_engine():
+    deep = {"top1_agreement": 0.887, "max_abs_dlogprob": 0.132, "greedy_close": 1.0}   # an 8-layer LLaMA-3-8B shape
+    b = accuracy.bounds("bf16", deep)
+    assert b["top1_agreement"] == pytest.approx(1 - 3 * 0.113) and b["max_abs_dlogprob"] == pytest.approx(0.396)
+    assert accuracy.bounds("bf16", {"top1_agreement": 0.99, "max_abs_dlogprob": 0.003, "greedy_close": 1.0}) == \
+        {"top1_agreement": 0.85, "max_abs_dlogprob": 0.2, "greedy_close": 1.0}   # a small model: the tolerance
+    assert accuracy.verdict({"top1_agreement": 0.8, "max_abs_dlogprob": 0.3, "greedy_close": 1.0}, "bf16", deep)[0]
+    broken = {"top1_agreement": 0.0, "max_abs_dlogprob": 1.5, "greedy_close": 0.0}
+    assert accuracy.verdict(broken, "bf16", deep)[0] is False
