@@ -140,6 +140,22 @@ def test_the_goodput_search_probes_rates_and_gives_the_highest_within_the_slos(t
     assert _none_left(name, 30)
 
 
+def test_a_server_with_perturbed_logits_is_recorded_inaccurate_with_its_probes(tmp_path, monkeypatch):
+    """The accuracy gate through the server: its seeded checkpoint's logits perturbed (a test-only fault), the
+    search's point and every rate it probed are measured and kept, each recorded inaccurate."""
+    monkeypatch.setenv("ACCELSWEEP_INJECT_LOGIT_NOISE", "cpu=0.5")
+    name = _name()
+    out = _sweep(tmp_path, name, "workload.mode=rate", "workload.level=4", "workload.requests=4",
+                 "workload.search=goodput", "workload.search_max_probes=2", "sweep.name=broken", "sweep.report=false")
+    assert out.returncode != 0, out.stdout[-3000:] + out.stderr[-3000:]
+    recs = _records(tmp_path / "runs" / "broken")
+    assert len(recs) >= 2 and {r["status"] for r in recs} == {"inaccurate"}, [(r["status"], r["error"]) for r in recs]
+    for r in recs:
+        assert r["accuracy"]["passed"] is False and r["accuracy"]["top1_agreement"] < 0.5
+        assert r["error"]["type"] == "AccuracyGate" and r["metrics"]
+    assert _none_left(name, 30)
+
+
 def test_a_server_that_cannot_start_ends_as_a_failed_record_with_its_log(tmp_path):
     model = tmp_path / "broken"
     model.mkdir()
