@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jobs import conf, config_schema, experiment, workloads
+from jobs import accuracy, conf, config_schema, experiment, workloads
 from jobs.metrics import DERIVED, Metric
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference"
@@ -135,7 +135,13 @@ def metric_tables() -> str:
         lines += _md_rows(ms.metrics, ms.throughput) + [""]
     lines += [("**Derived** (`jobs/metrics.py` `DERIVED`, computed by `analysis/derived.py` and, for the Hardware "
                "comparison page, `analysis/hardware.py` for every workload from its main throughput):"), ""]
-    return "\n".join(lines + _md_rows(DERIVED))
+    lines += _md_rows(DERIVED) + ["", (f"**Accuracy gate** (`jobs/accuracy.py` `GATE_FIGURES`, the record's `accuracy` "
+                                       f"block, against {accuracy.REFERENCE}):"), ""]
+    lines += _md_rows(accuracy.GATE_FIGURES) + ["", (f"Tolerances per precision (`jobs/accuracy.py` `TOLERANCES`), "
+                                                     f"widened below fp32 to {accuracy.SLACK} times the error "
+                                                     "transformers itself makes on the CPU in the point's dtype for "
+                                                     "its model (`bounds`):"), ""]
+    return "\n".join(lines + [accuracy.markdown()])
 
 
 def key_tables() -> dict[str, str]:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from jobs import noise
+from jobs import accuracy, noise
 
 NAME_RULE = ("one path component of at most 128 letters, digits, '.', '_' and '-' that starts with a letter or "
              "digit")
@@ -283,6 +283,9 @@ SCHEMA: dict[str, Any] = {
     "device_override": Str(null=True, choices=DEVICES),
     "dry_run": Bool(),
     "force": Bool(),
+    # jobs.accuracy: check each engine build's answers against the fp32 reference; a point that fails is `inaccurate`
+    # (enforce), only said so (warn), or not checked (off)
+    "accuracy": {"gate": Str(choices=accuracy.GATES)},
     "accelerator_defaults": {   # jobs.defaults: what inference on an accelerator measures when the command is silent
         "enabled": Bool(), "model": Str(), "model_init": Str(choices=("random", "pretrained")), "precision": Strs(),
         "batch_size": Ints(min=1), "shape": Strs(),

@@ -64,3 +64,30 @@ def slowed(device: Device, hardware: str | None) -> tuple[Device, float | None]:
         return device, None
     fields = {f.name: getattr(device, f.name) for f in dataclasses.fields(Device)}
     return SlowedDevice(**fields, factor=factor), factor
+
+
+# A wrong answer, for tests of the accuracy gate (jobs.accuracy): ACCELSWEEP_INJECT_LOGIT_NOISE="cpu=0.5[,h100/bf16=1]"
+# adds Gaussian noise to the output layer's weights of every engine that runs a point of the named hardware (of that
+# precision only, where one is named after a slash), so that each logit moves by about that many nats (a broken
+# kernel or a bad weight load, as the engine computes it; jobs.accuracy.perturb_logits). The record says so:
+# info.injected_logit_noise.
+LOGIT_ENV = "ACCELSWEEP_INJECT_LOGIT_NOISE"
+LOGIT_INFO = "injected_logit_noise"
+
+
+def logit_noise(hardware: str | None, precision: str | None = None) -> float | None:
+    """The logit noise (nats) the variable asks for points of `hardware` in `precision`, or None; ValueError on a
+    bad value."""
+    text = os.environ.get(LOGIT_ENV, "")
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, eq, value = part.partition("=")
+        try:
+            std = float(value)
+        except ValueError:
+            std = math.nan
+        if not eq or not name.strip() or not 0 < std <= _MAX:
+            raise ValueError(f"{LOGIT_ENV}={text!r}: {part!r} must be <hardware name>[/<precision>]=<nats>, a "
+                             f"number above 0 and at most {_MAX:g} (e.g. cpu=0.5 or cpu/bf16=0.5)")
+        out[name.strip()] = std
+    return out.get(f"{hardware}/{precision}", out.get(hardware))

@@ -223,12 +223,13 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
                     **({"cpu_threads_env_late": True} if worker.late else {}),
                     **({inject.INFO: injected} if injected else {})}
             _write(spec, point_dir, start, device, hosts, status=result.status, samples=result.samples,
-                   info=info, energy={"meter": meter.name, "devices": world * per_task},
+                   info=info, energy={"meter": meter.name, "devices": world * per_task}, accuracy=result.accuracy,
                    error=None if result.status == "ok" else records.error_info(
                        type_=result.error_type, message=result.error or f"workload checks failed: {result.info}"))
-            for also in result.also:
+            for also in result.also:   # measured by the same server: as accurate as the point itself
                 _write_also(spec, cfg, also, point_dir.parent, start, device, hosts,
-                            energy={"meter": meter.name, "devices": world * per_task}, info=info)
+                            energy={"meter": meter.name, "devices": world * per_task}, info=info,
+                            accuracy=result.accuracy, inaccurate=result.status == "inaccurate" and result.error)
         return result.status
     except BaseException as exc:
         tb = "".join(traceback.format_exception(exc))
@@ -358,9 +359,11 @@ def job_function(specs: list[dict[str, Any]], runner=run_point):
 
 
 def _write_also(spec, cfg: dict[str, Any], also: workloads.Also, points_dir: Path, start: str, device, hosts,
-                *, energy: dict[str, Any], info: dict[str, Any]) -> None:
+                *, energy: dict[str, Any], info: dict[str, Any], accuracy: dict[str, Any] | None = None,
+                inaccurate: str | None = None) -> None:
     """The record of a point measured on the way by another (workloads.Also), under its own id, with the command
-    that asks for it alone; the measuring point's host facts in its info."""
+    that asks for it alone; the measuring point's host facts in its info, and its accuracy gate's block and verdict
+    (`inaccurate`: why the gate failed it)."""
     from jobs.plan import point_id
 
     other = {**cfg, "workload": also.workload}
@@ -371,8 +374,10 @@ def _write_also(spec, cfg: dict[str, Any], also: workloads.Also, points_dir: Pat
     also_spec = {**spec, "point_id": oid, "cfg": other, "params": {**spec["params"], **wl.params(other)},
                  "command": " ".join([spec["command"], *changed])}
     host = {k: v for k, v in info.items() if k.startswith(("cpu_", "load_", "host_"))}
-    _write(also_spec, points_dir / oid, start, device, hosts, status="ok", samples=also.samples,
-           info={**host, **also.info, "measured_by": spec["point_id"]}, energy={**energy, "meter": "none"})
+    _write(also_spec, points_dir / oid, start, device, hosts, status="inaccurate" if inaccurate else "ok",
+           samples=also.samples, info={**host, **also.info, "measured_by": spec["point_id"]},
+           energy={**energy, "meter": "none"}, accuracy=accuracy,
+           error=records.error_info(type_="AccuracyGate", message=inaccurate) if inaccurate else None)
 
 
 def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:

@@ -20,7 +20,9 @@ from jobs.metrics import PER_POINT, summarise
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
-STATUSES = ("ok", "failed", "oom", "timeout", "cancelled", "unsupported")
+# inaccurate: measured, but the engine's answers failed the accuracy gate (jobs.accuracy): kept and shown, never
+# ranked or compared (everything that ranks or compares takes only ok points)
+STATUSES = ("ok", "failed", "oom", "timeout", "cancelled", "unsupported", "inaccurate")
 RECORD_NAME = "record.json"
 
 _ENV_PREFIXES = ("SLURM_", "SUBMITIT_", "CUDA_", "HIP_", "ROCR_", "HABANA_", "PT_HPU", "OMP_", "MKL_",
@@ -344,7 +346,8 @@ def validate(record: dict[str, Any]) -> None:
 
 def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[float]] | None = None,
                 info: dict[str, Any] | None = None, energy: dict[str, Any] | None = None,
-                error: dict[str, str] | None = None, provenance: dict[str, Any]) -> dict[str, Any]:
+                error: dict[str, str] | None = None, provenance: dict[str, Any],
+                accuracy: dict[str, Any] | None = None) -> dict[str, Any]:
     """A point's record. Where the cluster file prices a card-hour of the point's hardware (jobs.cost), the record
     keeps that price (`price`) and its workload's cost metric, one value per value of the metric it follows from."""
     if status not in STATUSES:
@@ -373,6 +376,8 @@ def make_record(*, point: dict[str, Any], status: str, samples: dict[str, list[f
         rec["noise"] = block
     if price is not None:
         rec["price"] = price
+    if accuracy is not None:
+        rec["accuracy"] = accuracy
     return rec
 
 

@@ -35,7 +35,7 @@ from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
 INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
 _NONE: dict[str, Any] = {}   # no submission, no job state (read only)
-ORDER = ("pending", "running", "ok", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID,
+ORDER = ("pending", "running", "ok", "inaccurate", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID,
          "not submitted", "unknown")
 # A local sweep's journal word for a point without a record of its run -> (state, detail) shown
 LOCAL_WORDS = {"CANCELLED": ("not started", ("the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before "
@@ -298,7 +298,7 @@ def summary_line(c: dict[str, int]) -> str:
     return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
 
 
-PROBLEMS = ("failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID, "not submitted", "unknown")
+PROBLEMS = ("inaccurate", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID, "not submitted", "unknown")
 
 
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

@@ -52,6 +52,8 @@ def flatten(rec: dict[str, Any]) -> dict[str, Any]:
         m = nz["metric"]
         row.update({f"{m}_ci_lo": nz["ci_lo"], f"{m}_ci_hi": nz["ci_hi"], f"{m}_cv": nz["cv"],
                     f"{m}_samples": rec["metrics"][m]["samples"], "stable": nz["stable"], "stop": nz["stop"]})
+    for key, value in (rec.get("accuracy") or {}).items():   # the accuracy gate's figures (jobs.accuracy)
+        row[f"accuracy_{key}"] = value
     for key, value in rec.get("info", {}).items():
         row[key if key not in row else f"info_{key}"] = value
     row["energy_meter"] = rec.get("energy", {}).get("meter")

@@ -29,10 +29,12 @@ def toy_workload(monkeypatch):
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_user_site(tmp_path_factory):
-    """Tests see no default site of the person running them (jobs.cluster: environment, user config dir)."""
+    """Tests see no default site of the person running them (jobs.cluster: environment, user config dir), and keep
+    the accuracy gate's references in a cache of the session's own (jobs.accuracy)."""
     mp = pytest.MonkeyPatch()
     mp.delenv("ACCELSWEEP_CLUSTER", raising=False)
     mp.setenv("ACCELSWEEP_CONFIG_DIR", str(tmp_path_factory.mktemp("user-config")))
+    mp.setenv("ACCELSWEEP_CACHE_DIR", str(tmp_path_factory.mktemp("user-cache")))
     yield
     mp.undo()
 

@@ -557,7 +557,7 @@ def test_inference_over_two_nodes_times_node_0_and_sums_every_nodes_energy(make_
             return "n1:1"
 
     made = []
-    monkeypatch.setattr(inference, "_engine", lambda cfg, ctx: made.append(ctx) or (Engine(), 1.0))
+    monkeypatch.setattr(inference, "_engine", lambda cfg, ctx: made.append(ctx) or (inference._Built(Engine()), 1.0))
 
     class Meter:
         def start(self):

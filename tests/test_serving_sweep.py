@@ -107,6 +107,9 @@ def test_the_load_sweep_gives_ok_records_from_one_server_start(load_sweep):
         assert 1 <= info["client_processes"] <= r["params"]["level"] and 0 < info["client_busy_max"] < 1
         kept = requests_file.read(sweep_dir / "points" / r["point_id"] / info["requests_file"])
         assert len(kept) == 12 and sum(k.output_tokens for k in kept if k.ok) == 12 * 16
+        # the accuracy gate through the server (the seeded weights, not vLLM's dummy ones), once per server start
+        assert r["accuracy"]["passed"] is True and r["accuracy"]["top1_agreement"] >= 0.98, r["accuracy"]
+    assert sorted(bool(r["accuracy"].get("engine_reused")) for r in recs) == [False, True, True, True]
     assert _none_left(name, 30), "a server outlived its sweep"
 
 
@@ -139,6 +142,22 @@ def test_the_goodput_search_probes_rates_and_gives_the_highest_within_the_slos(t
     assert all(r["status"] == "ok" and r["info"]["measured_by"] == rec["point_id"] for r in probed.values())
     again = _sweep(tmp_path, name, *search)   # the same point asked for alone: already measured
     assert again.returncode == 0 and "1 already measured" in again.stdout, again.stdout
+    assert _none_left(name, 30)
+
+
+def test_a_server_with_perturbed_logits_is_recorded_inaccurate_with_its_probes(tmp_path, monkeypatch):
+    """The accuracy gate through the server: its seeded checkpoint's logits perturbed (a test-only fault), the
+    search's point and every rate it probed are measured and kept, each recorded inaccurate."""
+    monkeypatch.setenv("ACCELSWEEP_INJECT_LOGIT_NOISE", "cpu=0.5")
+    name = _name()
+    out = _sweep(tmp_path, name, "workload.mode=rate", "workload.level=4", "workload.requests=4",
+                 "workload.search=goodput", "workload.search_max_probes=2", "sweep.name=broken", "sweep.report=false")
+    assert out.returncode != 0, out.stdout[-3000:] + out.stderr[-3000:]
+    recs = _records(tmp_path / "runs" / "broken")
+    assert len(recs) >= 2 and {r["status"] for r in recs} == {"inaccurate"}, [(r["status"], r["error"]) for r in recs]
+    for r in recs:
+        assert r["accuracy"]["passed"] is False and r["accuracy"]["top1_agreement"] < 0.5
+        assert r["error"]["type"] == "AccuracyGate" and r["metrics"]
     assert _none_left(name, 30)
 
 

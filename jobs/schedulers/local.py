@@ -315,8 +315,11 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
 
     def describe() -> str:
         cancelled = sum(s == "cancelled" for s in status.values())
-        failed = sum(s not in ("ok", "cancelled") for s in status.values())
-        text = f"ok {len(status) - failed - cancelled} · failed {failed}"
+        inaccurate = sum(s == "inaccurate" for s in status.values())   # measured, but failed the accuracy gate
+        failed = sum(s not in ("ok", "cancelled", "inaccurate") for s in status.values())
+        text = f"ok {len(status) - failed - cancelled - inaccurate} · failed {failed}"
+        if inaccurate:
+            text += f" · inaccurate {inaccurate}"
         if cancelled or stopping:
             text += f" · cancelled {cancelled}"
         return text + (f" · not started {pending()}" if stopping else f" · running {busy()} · pending {pending()}")

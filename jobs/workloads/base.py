@@ -160,6 +160,7 @@ class Result:
     error: str | None = None                              # why, when status is not ok
     error_type: str = "WorkloadCheck"                     # the record's error type, when status is not ok
     also: list[Also] = field(default_factory=list)        # other points measured on the way, each an ok record
+    accuracy: dict[str, Any] | None = None                # the accuracy gate's block (jobs.accuracy), if it ran
 
 
 class Workload(ABC):

@@ -240,7 +240,20 @@ def _findings(table: pd.DataFrame) -> list[dict[str, Any]]:
         items.append(override)
     if injected := _injected(everything):
         items.append(injected)
+    if inaccurate := _inaccurate(everything):
+        items.append(inaccurate)
     return items
+
+
+def _inaccurate(table: pd.DataFrame) -> dict[str, Any] | None:
+    """A headline naming the points that failed the accuracy gate (jobs.accuracy): measured, but left out of every
+    finding above."""
+    if "status" not in table or not (bad := table["status"].eq("inaccurate")).any():
+        return None
+    hw = ", ".join(sorted(map(str, table.loc[bad, "hardware"].dropna().unique()))) if "hardware" in table else "?"
+    return {"text": f"{int(bad.sum())} point(s) ({hw}) failed the accuracy gate: their engine's answers are not the "
+                    "reference's, so their speed is left out of these findings and every comparison (the Failures "
+                    "page says why).", "href": "failures.html"}
 
 
 def _injected(table: pd.DataFrame) -> dict[str, Any] | None:
@@ -294,7 +307,14 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
                 # costs in several currencies: each row says its own
                 out.append(("price_currency", "currency", None, "text"))
             out += [c for c in spread if c[0].startswith(f"{m.name}_")]
+    # the accuracy gate's figures (jobs.accuracy) beside the speed they vouch for
+    out += [(c, h, u, "num") for c, h, u in ((f"{GATE}top1_agreement", "top-1 agreement with the reference", "fraction"),
+                                             (f"{GATE}max_abs_dlogprob", "max |Δ logprob| vs the reference", "nats"))
+            if c in table and table[c].notna().any()]
     return out + [c for c in spread if c[0] in ("stable", OTHER)]
+
+
+GATE = "accuracy_"   # the accuracy gate's columns (jobs.store.flatten)
 
 
 CI = "_ci_text"   # suffix of the interval column the points table shows (built in context)

@@ -15,7 +15,7 @@ import socket
 import time
 from typing import Any
 
-from jobs import config_schema, measure, model_math, noise
+from jobs import accuracy, config_schema, inject, measure, model_math, noise
 from jobs.workloads import Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
@@ -178,9 +178,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                       error=f"estimated {p['mem_estimate_gb']:.1f} GB per card (weights + KV cache) exceeds "
                             f"hardware.memory_gb={card}; not run (workload.run_unfit=true runs it anyway)")
     try:
-        engine, start_s = _engine(cfg, ctx)
+        built, start_s = _engine(cfg, ctx)
     except ImportError as exc:   # planned on a login node; this node lacks the engine: never another engine silently
         return _unsupported(cfg, exc)
+    engine = built.engine
     ids = make_inputs(batch, inp, cfg["model"]["config"]["vocab_size"], cfg["seed"] + ctx.rank)
     # Engines with their own worker processes (vllm) know their memory; the allocator here would not.
     session = measure.Session(ctx, noise.Settings.of(wl), memory=getattr(engine, "peak_memory_bytes", None))
@@ -189,6 +190,9 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     # core, graph capture) and the untimed warm-up runs (compilation: hours on Gaudi without a recipe cache).
     startup = {"engine_start_s": start_s, "engine_reused": start_s is None,
                "warmup_s": session.warm_up(lambda i: headless or engine.warm_up(ids, out), wl["warmup"])}
+    # After the warm-up, so that it pays none of the engine's first-call costs (compilation), and before the timed
+    # repeats: outside every timed window. Its time is in the block (gate_s).
+    gate = built.check(cfg, ctx)
 
     def once(i: int) -> tuple[float, float, int] | None:
         if headless:
@@ -209,7 +213,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if gathered is None:  # not rank 0
         return Result(samples={})
     measured = [r for r in gathered if any(x is not None for x in r["repeats"])]
-    info = {**engine.info(), **startup, "cards_per_process": k}
+    info = {**engine.info(), **startup, "cards_per_process": k,
+            **({inject.LOGIT_INFO: n} if (n := _logit_noise(cfg)) else {})}
     if len(measured) < len(gathered):   # one model over several nodes: where vLLM's workers ran
         info["engine_nodes"] = ";".join(r["node"] for r in gathered)
     result = summarise_ranks(measured, batch=batch, inp=inp, out=out, info=info)
@@ -219,15 +224,19 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         result.samples.update(measure.energy(gathered, work=batch * out * len(measured[0]["repeats"]),
                                              per_joule="tok_per_j"))
     result.samples.update(roofline(cfg, batch, inp, out, result.samples, cards=k))
-    return result
+    return accuracy.judged(result, gate)
 
 
-def _engine(cfg: dict[str, Any], ctx):
-    """(engine, seconds it took to start; None when reused): the loaded engine, kept in the worker's cache for the
-    next point of a shared worker built alike."""
+def _engine(cfg: dict[str, Any], ctx) -> tuple[_Built, float | None]:
+    """(the built engine, seconds it took to start; None when reused): kept in the worker's cache for the next
+    point of a shared worker built alike, with its accuracy gate's answer once given."""
     name = engines.resolve(cfg)[0]
     device = cfg.get("device_override") or cfg["hardware"]["device"]
     options = engines.options(cfg)
+    if accuracy.setting(cfg) != "off":
+        options["seeded_weights"] = True   # an engine that would load dummy weights loads the reference's
+    if noise := _logit_noise(cfg):
+        options["logit_noise"] = noise
     if engines.tasks(name) is Ranks.PER_NODE and getattr(ctx, "world_size", 1) > 1:   # a process per node
         options = {**options, "nodes": ctx.world_size, "node_rank": ctx.rank}
     args = (cfg["model"], cfg["precision"], ctx.device, options, cfg["seed"])
@@ -241,10 +250,37 @@ def _engine(cfg: dict[str, Any], ctx):
         gc.collect()    # ... and the old one is gone before it (a compiled forward holds it in a cycle)
     cls = engines.load(name, device)
     t0 = time.perf_counter()
-    engine = cls(*args)
+    built = _Built(cls(*args))
     if cache is not None:
-        cache[key] = engine
-    return engine, time.perf_counter() - t0
+        cache[key] = built
+    return built, time.perf_counter() - t0
+
+
+def _logit_noise(cfg: dict[str, Any]) -> float | None:
+    """The logit noise a test of accelsweep injects into this point's engine (jobs.inject), or None."""
+    return inject.logit_noise(cfg["hardware"].get("name"), cfg["precision"]["name"])
+
+
+class _Built:
+    """An engine in a worker's cache, with its accuracy gate's block once checked (jobs.accuracy: once per engine
+    build); closing it closes the engine (jobs.workloads.base.drop)."""
+
+    def __init__(self, engine):
+        self.engine, self.gate = engine, None
+
+    def check(self, cfg: dict[str, Any], ctx) -> dict[str, Any] | None:
+        """The gate's block: checked now on rank 0 (every rank's replica is built alike) unless this build was
+        checked for an earlier point; None on other ranks and on a node that holds no engine of its own."""
+        if getattr(ctx, "rank", 0) != 0 or getattr(self.engine, "headless", None) is not None:
+            return None
+        if self.gate is not None:
+            return {**self.gate, "gate": accuracy.setting(cfg), "engine_reused": True}
+        self.gate = accuracy.gate(cfg, getattr(self.engine, "score", None))
+        return self.gate
+
+    def close(self) -> None:
+        if callable(close := getattr(self.engine, "close", None)):
+            close()
 
 
 def _unsupported(cfg: dict[str, Any], exc: ImportError) -> Result:

@@ -15,12 +15,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jobs import config_schema, measure, noise
+from jobs import accuracy, config_schema, inject, measure, noise
 from jobs.vllm_settings import cpu_environment, hpu_environment
 from jobs.workloads import Also, Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
 from . import dataset as datasets
+from . import gate
 from . import load as loads
 from . import requests_file
 from . import server as servers
@@ -132,15 +133,16 @@ def served_name(cfg: dict[str, Any]) -> str:
     return cfg["workload"]["served_name"] or cfg["model"]["name"]
 
 
-def server_args(cfg: dict[str, Any], model_dir: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """(Server.start keywords, environment) for the point's server: its engine's spec filled in, vLLM's flags."""
+def server_args(cfg: dict[str, Any], model_dir: str, dummy: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+    """(Server.start keywords, environment) for the point's server: its engine's spec filled in, vLLM's flags;
+    `dummy`: a random-weight model's weights are vLLM's own (else model_dir holds them)."""
     wl, device = cfg["workload"], _device(cfg)
     extra = [str(a) for a in wl["server_args"]]
     env: dict[str, str] = {}
     if wl["engine"] == "vllm":
         v = wl["vllm"]
         if cfg["model"]["init"] != "pretrained":
-            extra += ["--load-format", "dummy", "--skip-tokenizer-init"]
+            extra += ["--load-format", "dummy", "--skip-tokenizer-init"] if dummy else ["--skip-tokenizer-init"]
         extra += ["--seed", str(cfg["seed"])]
         for flag, value in (("--gpu-memory-utilization", v["gpu_memory_utilization"]),
                             ("--max-model-len", v["max_model_len"]), ("--max-num-seqs", v["max_num_seqs"])):
@@ -162,15 +164,27 @@ def server_args(cfg: dict[str, Any], model_dir: str) -> tuple[dict[str, Any], di
 def _server_key(cfg: dict[str, Any]) -> str:
     wl = cfg["workload"]
     return json.dumps(["serving", cfg["model"], cfg["precision"], cfg["cards"], cfg["seed"], _device(cfg),
-                       wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl["vllm"]],
-                      sort_keys=True, default=str)
+                       wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl["vllm"],
+                       _seeded(cfg), _logit_noise(cfg)], sort_keys=True, default=str)
+
+
+def _seeded(cfg: dict[str, Any]) -> bool:
+    """Whether the server loads the seeded weights the accuracy gate's reference has (vLLM, random init, gate on)."""
+    return (cfg["workload"]["engine"] in gate.CHECKED and cfg["model"]["init"] != "pretrained"
+            and accuracy.setting(cfg) != "off")
+
+
+def _logit_noise(cfg: dict[str, Any]) -> float | None:
+    return inject.logit_noise(cfg["hardware"].get("name"), cfg["precision"]["name"])
 
 
 class Launched:
-    """A started server with the directory of its random-weight model (gone with it)."""
+    """A started server with the directory of its random-weight model (gone with it), and its accuracy gate's block
+    once checked."""
 
     def __init__(self, server: servers.Server, tmp: tempfile.TemporaryDirectory | None):
         self.server, self.tmp = server, tmp
+        self.gate: dict[str, Any] | None = None
 
     def close(self) -> None:
         self.server.stop()
@@ -188,12 +202,15 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
     tmp = None
     if cfg["model"]["init"] == "pretrained":
         model_dir = cfg["model"]["path"]
+    elif _seeded(cfg):   # the gate's reference weights (perturbed by a test-only fault, jobs.inject)
+        model_dir = accuracy.seeded_checkpoint(cfg["model"], cfg["precision"]["dtype"], int(cfg["seed"]),
+                                               _logit_noise(cfg))
     else:
         from jobs.models import write_random_model
 
         tmp = tempfile.TemporaryDirectory(prefix="accelsweep-serving-")
         model_dir = write_random_model(cfg["model"], tmp.name)
-    kw, env = server_args(cfg, model_dir)
+    kw, env = server_args(cfg, model_dir, dummy=not _seeded(cfg))
     log = Path(ctx.workdir) / "server.log" if ctx.workdir else None
     try:
         started = servers.Server.start(cfg["workload"]["engine"], timeout_s=float(cfg["workload"]["startup_timeout_s"]),
@@ -250,6 +267,8 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout, api_key,
                                      client_processes=1).window_s
 
+    checked = _gate(cfg, ctx, server, name, timeout)   # after the warm-up, before the load: outside the window
+
     def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
         got = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout, api_key,
                         client_processes=wl["client_processes"])
@@ -300,7 +319,24 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples=samples, info=info, status="failed", error_type="NoRequestServed",
                       error=f"none of {counts['requests']} requests was answered in full: "
                             f"{info['first_request_errors']}")
-    return Result(samples=samples, info=info, also=also)
+    if nats := _logit_noise(cfg):
+        info[inject.LOGIT_INFO] = nats
+    return accuracy.judged(Result(samples=samples, info=info, also=also), checked)
+
+
+def _gate(cfg: dict[str, Any], ctx, server, name: str, timeout_s: float) -> dict[str, Any] | None:
+    """The accuracy gate's block for the point's server, checked once per server started here (jobs.accuracy); an
+    external endpoint's weights are not known, so it is not checked."""
+    if cfg["workload"]["endpoint"]:
+        return {"gate": accuracy.setting(cfg), "reference": accuracy.REFERENCE, "passed": None,
+                "note": "an external endpoint (workload.endpoint): its weights are not known here, not checked"}
+    launched = ctx.cache.get(_server_key(cfg))
+    if launched is not None and launched.gate is not None:
+        return {**launched.gate, "gate": accuracy.setting(cfg), "engine_reused": True}
+    block = gate.check(cfg, server.base_url, name, timeout_s)
+    if launched is not None:
+        launched.gate = block
+    return block
 
 
 def split(figures: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, Any]]:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from transformers.generation.streamers import BaseStreamer
 
+from jobs import accuracy
 from jobs.models import build_causal_lm, parameter_count
 
 from .base import Generation
@@ -35,8 +36,16 @@ class HFEngine:
     def __init__(self, model_cfg, precision_cfg, device, options, seed):
         self.device = device
         self.options = dict(options or {})
+        noise = self.options.pop("logit_noise", None)   # a test-only fault (jobs.inject)
+        self.options.pop("seeded_weights", None)          # this engine draws the seeded weights itself
         dtype = getattr(torch, precision_cfg["dtype"])
-        self.model = build_causal_lm(model_cfg, dtype, device.torch_device, seed)
+        # Random weights are drawn on the CPU, as the accuracy gate's reference draws them (another device's random
+        # generator gives other weights for the same seed), then moved.
+        random_init = model_cfg["init"] != "pretrained"
+        self.model = build_causal_lm(model_cfg, dtype, "cpu" if random_init else device.torch_device, seed)
+        if noise:
+            accuracy.perturb_logits(self.model, noise, seed)
+        self.model.to(device.torch_device)
         if self.options.get("compile"):
             self.model.forward = torch.compile(self.model.forward)
 
@@ -64,6 +73,10 @@ class HFEngine:
 
     def warm_up(self, input_ids, output_tokens: int) -> None:
         self.generate(input_ids, output_tokens)
+
+    def score(self, prompt_ids) -> list[accuracy.Scored]:
+        """The accuracy gate's prompts through the model: a forward pass and a greedy continuation."""
+        return accuracy.score_hf(self.model, prompt_ids, self.device.torch_device)
 
     def info(self) -> dict[str, Any]:
         return {"model_params": parameter_count(self.model), "engine_options": str(self.options)}

@@ -39,7 +39,7 @@ import tempfile
 import time
 from typing import Any
 
-from jobs import model_math
+from jobs import accuracy, model_math
 from jobs.models import write_random_model
 from jobs.vllm_settings import across_nodes, cpu_environment, hpu_environment, memory_utilization
 
@@ -83,6 +83,9 @@ class VLLMEngine:
         self.cards = int(opts.pop("cards", 1))
         self.nodes, self.node_rank = int(opts.pop("nodes", 1)), int(opts.pop("node_rank", 0))
         hpu = opts.pop("hpu", None) or {}
+        # The accuracy gate wants the reference's weights (a seeded checkpoint) instead of vLLM's dummy ones; a
+        # test-only fault (jobs.inject) perturbs them.
+        seeded, noise = opts.pop("seeded_weights", False), opts.pop("logit_noise", None)
         self.kind = getattr(device, "kind", None)
         self.env = hpu_environment(hpu) if self.kind == "hpu" else cpu_environment(self.cards // self.nodes) \
             if self.kind == "cpu" else {}
@@ -95,9 +98,16 @@ class VLLMEngine:
         self.options["gpu_memory_utilization"] = memory_utilization(self.options["gpu_memory_utilization"],
                                                                     self.kind)
         _refuse_replicas(self.nodes)
-        self._tmp = None
+        self._tmp, self.seeded_checkpoint_s = None, None
         if model_cfg["init"] == "pretrained":
             model, self.load_format = model_cfg["path"], "auto"
+        elif seeded or noise:
+            t0 = time.perf_counter()
+            model = accuracy.seeded_checkpoint(model_cfg, precision_cfg["dtype"], seed, noise)
+            # the accuracy gate's cost inside the engine's start: writing the checkpoint (once per model, seed and
+            # dtype on a machine; ~0 once cached)
+            self.seeded_checkpoint_s = time.perf_counter() - t0
+            self.load_format = "auto"
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="accelsweep-vllm-")
             model, self.load_format = write_random_model(model_cfg, self._tmp.name), "dummy"
@@ -152,6 +162,17 @@ class VLLMEngine:
     def warm_up(self, input_ids, output_tokens: int) -> None:
         self.generate(input_ids, output_tokens)
 
+    def score(self, prompt_ids) -> list[accuracy.Scored]:
+        """The accuracy gate's prompts through the engine: prompt_logprobs (teacher-forced) and a greedy
+        continuation with its logprobs, top-k of each (vLLM's logprobs are of the raw logits by default)."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=accuracy.CONTINUATION, min_tokens=accuracy.CONTINUATION, ignore_eos=True,
+                                temperature=0.0, detokenize=False, logprobs=accuracy.TOP_K,
+                                prompt_logprobs=accuracy.TOP_K)
+        outs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompt_ids], params, use_tqdm=False)
+        return [scored(p, o) for p, o in zip(prompt_ids, outs, strict=True)]
+
     def peak_memory_bytes(self) -> None:
         """Not measured: the model lives in vLLM's worker processes, and vLLM reserves
         gpu_memory_utilization of every card up front for the KV cache."""
@@ -161,6 +182,7 @@ class VLLMEngine:
         methods = ",".join(sorted(self.ttft_methods))
         return {"model_params": self.model_params, "engine_options": str(self.options),
                 "tensor_parallel_size": self.tensor_parallel, "load_format": self.load_format, "ttft_method": methods,
+                "seeded_checkpoint_s": self.seeded_checkpoint_s,
                 # extra max_tokens=1 runs, warm-up included; those of the timed repeats are inside the energy window
                 "ttft_extra_runs": self.ttft_runs, **provenance(self.llm),
                 **({"engine_env": " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))} if self.env else {})}
@@ -182,6 +204,22 @@ class VLLMEngine:
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if hasattr(core, "shutdown"):
             core.shutdown()
+
+
+def _top(position: dict) -> dict[int, float]:
+    """{token: logprob} of the top-k of one position's {token: Logprob} (which also holds the actual token)."""
+    ranked = sorted(((int(t), float(lp.logprob)) for t, lp in position.items()), key=lambda x: -x[1])
+    return dict(ranked[:accuracy.TOP_K])
+
+
+def scored(prompt, out) -> accuracy.Scored:
+    """A RequestOutput with prompt_logprobs and logprobs as the gate's Scored (the first prompt position has
+    none: nothing predicts it)."""
+    positions = out.prompt_logprobs[1:]
+    gen = out.outputs[0]
+    return accuracy.Scored(prompt=list(prompt), prompt_top=[_top(d) for d in positions],
+                           prompt_lp=[float(d[t].logprob) for d, t in zip(positions, prompt[1:], strict=True)],
+                           tokens=list(gen.token_ids), top=[_top(d) for d in gen.logprobs])
 
 
 class VLLMHeadless:
