@@ -1,7 +1,7 @@
 """Is the load client what is measured? accelsweep's serving client, and its peers, against a fast mock server.
 
-The mock (mock_openai_server.js, Node's cluster module, `--server-workers` processes) streams one token every ITL ms
-after TTFT ms and records what it actually did. At each level (streams in flight, closed loop) every client sends the
+The mock (mock_openai_server.c, built here with `cc -O2`: one epoll loop, a few µs of CPU per token) streams one token
+every ITL ms after TTFT ms and records what it actually did. At each level (streams in flight, closed loop) every client sends the
 same load; the table puts, side by side: the TTFT p50 the client reports against the server's own, the TPOT p50
 against the server's ITL, throughput against the ideal (streams x tokens / (TTFT + (tokens - 1) x ITL)), and the
 client's CPU per streamed token.
@@ -43,7 +43,7 @@ def get(url: str, method: str = "GET"):
 
 
 class Mock:
-    def __init__(self, port: int, ttft_ms: float, itl_ms: float, workers: int):
+    def __init__(self, port: int, ttft_ms: float, itl_ms: float):
         self.url = f"http://127.0.0.1:{port}"
         try:
             get(self.url + "/health")
@@ -51,8 +51,10 @@ class Mock:
             pass
         else:
             sys.exit(f"error: something already answers on port {port}: stop it or give --port")
-        self.proc = subprocess.Popen(["node", str(ROOT / "benchmarks" / "mock_openai_server.js"), str(port),
-                                      str(ttft_ms), str(itl_ms), str(workers)])
+        self.bin = Path(tempfile.mkdtemp()) / "mock_openai_server"
+        subprocess.run(["cc", "-O2", "-o", str(self.bin), str(ROOT / "benchmarks" / "mock_openai_server.c")],
+                       check=True)
+        self.proc = subprocess.Popen([str(self.bin), str(port), str(ttft_ms), str(itl_ms)])
         for _ in range(100):
             try:
                 get(self.url + "/health")
@@ -249,7 +251,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests-per-stream", type=int, default=4)
     ap.add_argument("--ttft-ms", type=float, default=20)
     ap.add_argument("--itl-ms", type=float, default=10)
-    ap.add_argument("--server-workers", type=int, default=2)
     ap.add_argument("--client-processes", default="auto")
     ap.add_argument("--peers", default="", help="comma-separated: vllm (ACCELSWEEP_VLLM_PYTHON), aiperf "
                                                 "(--aiperf-venv), guidellm (--guidellm-venv)")
@@ -258,14 +259,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=18123)
     a = ap.parse_args(argv)
     post_processing()
-    if shutil.which("node") is None:
-        sys.exit("error: the mock server needs Node.js (node) on PATH")
-    mock = Mock(a.port, a.ttft_ms, a.itl_ms, a.server_workers)
+    if shutil.which("cc") is None:
+        sys.exit("error: the mock server is C: it needs a C compiler (cc) on PATH")
+    mock = Mock(a.port, a.ttft_ms, a.itl_ms)
     peers = [p for p in a.peers.split(",") if p]
     tok = tokenizer_dir(Path(tempfile.mkdtemp()) / "tok") if peers else None
     vllm_python = os.environ.get("ACCELSWEEP_VLLM_PYTHON", "/opt/accelsweep-vllm/bin/python")
-    print(f"# mock server: TTFT {a.ttft_ms:g} ms, ITL {a.itl_ms:g} ms, {a.tokens} tokens, {a.server_workers} "
-          f"worker processes; {os.cpu_count()} cores; client processes: {a.client_processes}")
+    print(f"# mock server (C, one epoll loop): TTFT {a.ttft_ms:g} ms, ITL {a.itl_ms:g} ms, {a.tokens} tokens; "
+          f"{os.cpu_count()} cores; client processes: {a.client_processes}")
     clients = {"accelsweep": lambda lv, n: run_accelsweep(mock.url, lv, n, a.tokens, a.client_processes),
                "vllm": lambda lv, n: run_vllm(mock.url, lv, n, a.tokens, tok, vllm_python),
                "aiperf": lambda lv, n: run_aiperf(mock.url, lv, n, a.tokens, tok, a.aiperf_venv),
