@@ -2,6 +2,8 @@
 line, the Pareto front and the Prometheus bookkeeping."""
 from __future__ import annotations
 
+import types
+
 import pandas as pd
 import pytest
 
@@ -167,3 +169,25 @@ def test_a_client_bound_point_is_shown_but_on_no_front_and_in_no_goodput_row():
     assert [r["client"] for r in report.point_rows(ok)] == ["20% busy", "client-bound (97% busy)"]
     pareto = report.pareto_chart(ok)
     assert "1 of 2 point(s) on a front" in pareto.summary and "1 client-bound point(s)" in pareto.summary
+
+
+class _DeadServer:
+    """A server that died after it started: nothing listens at its address."""
+
+    base_url = f"http://127.0.0.1:{server.free_port()}"
+    log = "server.log"
+
+    def alive(self) -> bool:
+        return False
+
+    def tail(self) -> str:
+        return "Killed"
+
+
+def test_a_server_that_dies_before_the_load_fails_its_point_as_server_died(make_cfg, monkeypatch):
+    cfg = make_cfg(SERVING, "workload.engine=vllm", "workload.warmup_requests=0")
+    monkeypatch.setattr(serving, "_server", lambda cfg, ctx: (_DeadServer(), 1.0))
+    ctx = types.SimpleNamespace(rank=0, cache={}, workdir=None)
+    result = serving.run(cfg, ctx)
+    assert result.status == "failed" and result.error_type == "ServerDied"
+    assert "exited before the load" in result.error and "Killed" in result.error

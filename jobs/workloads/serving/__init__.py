@@ -267,7 +267,15 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout, api_key,
                                      client_processes=1).window_s
 
-    checked = _gate(cfg, ctx, server, name, timeout)   # after the warm-up, before the load: outside the window
+    try:
+        checked = _gate(cfg, ctx, server, name, timeout)   # after the warm-up, before the load: outside the window
+    except OSError as exc:   # refused, reset, timed out: a server that died answers nothing more
+        if server.alive():
+            raise
+        drop(ctx.cache)
+        return Result(samples={}, info=info, status="failed", error_type="ServerDied",
+                      error=f"the server exited before the load (during its warm-up or accuracy gate: {exc}); its "
+                            f"log ({server.log}) ends:\n{server.tail()}")
 
     def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
         got = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout, api_key,
