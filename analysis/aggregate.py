@@ -29,7 +29,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from analysis.derived import add_derived
-from jobs import files, store, workloads
+from jobs import files, progress, store, workloads
 from jobs.metrics import declared
 from jobs.records import RECORD_NAME, read_point, record_stats, start_time_problem
 from jobs.store import PROVENANCE, STATS, flatten  # noqa: F401  (they lived here; callers import them)
@@ -433,7 +433,7 @@ def out_problem(out: Path, inputs: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analysis.aggregate", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("analysis.aggregate"), description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", default=["runs"], help="sweep or runs directories (default: runs)")
     ap.add_argument("--out", type=Path, help="where to write results.parquet (default: the first directory)")
     ap.add_argument("--csv", action="store_true", help="also write results.csv.gz (the report's site has one too: "

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.derived import ratio_intervals, workload_sets
-from jobs import files
+from jobs import files, progress
 from jobs.inject import INFO
 from jobs.metrics import DERIVED, directions
 
@@ -320,7 +320,7 @@ def summary(h: History) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m analysis.history", description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(prog=progress.prog("analysis.history"), description=__doc__.splitlines()[0],
                                  epilog="exit status: 0 nothing flagged; 1 a flagged regression (--fail-on); "
                                         "2 bad input; 3 references violated (--references)")
     ap.add_argument("runs", nargs="+", help="sweep directories or runs roots (each sweep directory is one run)")

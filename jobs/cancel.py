@@ -10,12 +10,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobs import schedulers
+from jobs import progress, schedulers
 from jobs.manifest import Manifest
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jobs.cancel", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("jobs.cancel"), description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir", type=Path, help="the sweep's directory, e.g. runs/default")
     ap.add_argument("--all", action="store_true", help="also cancel the report job")
     args = ap.parse_args(argv)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from jobs import accuracy, conf, config_schema, experiment, workloads
+from jobs import accuracy, conf, config_schema, experiment, progress, workloads
 from jobs.metrics import DERIVED, Metric
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "reference"
@@ -163,7 +163,7 @@ def with_metric_tables(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jobs.catalogue", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("jobs.catalogue"), description=__doc__.splitlines()[0])
     ap.add_argument("--metrics-markdown", action="store_true", help="print the metric tables")
     ap.add_argument("--keys-markdown", action="store_true", help="print the workloads' key tables")
     ap.add_argument("--write-docs", action="store_true",

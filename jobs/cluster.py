@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from jobs import conf, files
+from jobs import conf, files, progress
 from jobs.schedulers import base as schedulers
 
 ENV_NAME = "ACCELSWEEP_CLUSTER"
@@ -90,7 +90,7 @@ def init(name: str, *, out: Path | None, make_default: bool, force: bool, kind: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jobs.cluster", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("jobs.cluster"), description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ini = sub.add_parser("init", help="write a cluster file for this Slurm site")
     ini.add_argument("name", help="the site's name (cluster=NAME)")

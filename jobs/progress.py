@@ -2,9 +2,27 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import NoReturn
+
+# The command a user typed for the running subcommand: `accelsweep status` when the console script runs it
+# (jobs.cli sets it), else None and each command names itself `python -m <module>`.
+COMMAND: str | None = None
+
+
+def prog(module: str) -> str:
+    """The name a command's --help and usage give it: `accelsweep <sub>`, or `python -m <module>`."""
+    return COMMAND or f"python -m {module}"
+
+
+def early_interrupts(what: str = "interrupted before anything was submitted") -> None:
+    """Ctrl-C, SIGTERM or a hangup (unless nohup ignores it) while a command's libraries load: one line and status
+    130, not a traceback (the command takes the signals over once it is loaded: watchdog.take_interrupts)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig != signal.SIGHUP or signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, lambda *_: (print(what, file=sys.stderr), os._exit(130)))
 
 
 def console():

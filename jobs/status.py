@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from jobs import records, schedulers, store
+from jobs import progress, records, schedulers, store
 from jobs.manifest import NAME as MANIFEST_NAME
 from jobs.manifest import Manifest
 from jobs.point import failure_record
@@ -368,7 +368,7 @@ def latest_sweep(runs_dir: Path = Path("runs")) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jobs.status", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("jobs.status"), description=__doc__.split("\n\n")[0])
     ap.add_argument("sweep_dir", type=Path, nargs="?",
                     help="the sweep's directory, e.g. runs/default (default: the sweep started last under ./runs)")
     ap.add_argument("--record", action="store_true", help="write records for points whose job ended without one")

@@ -10,12 +10,10 @@ import os
 import signal
 import sys
 
-if __name__ == "__main__":   # Ctrl-C, SIGTERM or a hangup (unless nohup ignores it) while the libraries below load:
-    # one line and status 130, not a traceback (the signals are watchdog.interrupts(), which is not loaded yet)
-    for _sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if _sig != signal.SIGHUP or signal.getsignal(_sig) != signal.SIG_IGN:
-            signal.signal(_sig, lambda *_: (print("interrupted before anything was submitted", file=sys.stderr),
-                                            os._exit(130)))
+from jobs import progress
+
+if __name__ == "__main__":   # a signal while the libraries below load ends the command with one line
+    progress.early_interrupts()
 
 from pathlib import Path
 from typing import Any
@@ -316,7 +314,8 @@ def hydra_main() -> None:
         sys.exit(2)
 
 
-if __name__ == "__main__":
+def command_line() -> None:
+    """The sweep's command line (`python -m jobs.sweep ...`, `accelsweep sweep ...`): sys.argv[1:] are its words."""
     from jobs.cluster import with_default
 
     sys.argv = with_default(sys.argv)   # the user's default site, unless the command names cluster=
@@ -328,3 +327,7 @@ if __name__ == "__main__":
 
         sys.exit(catalogue([]))
     hydra_main()
+
+
+if __name__ == "__main__":
+    command_line()

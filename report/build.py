@@ -31,7 +31,7 @@ from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
 from analysis.hardware import check_baseline
 from analysis.history import History, history as make_history
-from jobs import files
+from jobs import files, progress
 from report.charts import fmt_num
 from report import overrides
 from report.pages import Page, discover, template_dirs
@@ -338,7 +338,7 @@ def out_problem(out: Path, inputs: Iterable[Path | str], name: str = "--out") ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m report.build", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("report.build"), description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="*", default=["runs"],
                     help="results.parquet files or directories containing one (default: runs)")
     ap.add_argument("--out", type=Path, default=Path("site"), help="output directory (default: site)")

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from jobs import files
+from jobs import files, progress
 
 
 def publish(site: Path | str, target: Path | str) -> Path:
@@ -88,7 +88,7 @@ def site_files(src: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m report.publish", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("report.publish"), description=__doc__.splitlines()[0])
     ap.add_argument("site", type=Path, help="a site directory written by python -m report.build")
     ap.add_argument("target", type=Path, help="directory to copy it to (created if needed)")
     args = ap.parse_args(argv)
