@@ -242,94 +242,115 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     wl = cfg["workload"]
     if ctx.rank != 0:
         return Result(samples={})
-    inp, out = lengths(wl)
     try:
         server, start_s = (_Endpoint(wl["endpoint"]), None) if wl["endpoint"] else _server(cfg, ctx)
     except servers.ServerError as exc:
         return Result(samples={}, status="failed", error=str(exc), error_type="ServerStart")
-    vocab = int(cfg["model"]["config"]["vocab_size"])
-    name, limits, timeout = served_name(cfg), slo(wl), float(wl["request_timeout_s"])
-    seed = int(cfg["seed"])
-    api_key = os.environ.get(loads.API_KEY_ENV) if wl["endpoint"] else None   # a server started here asks for none
-    info: dict[str, Any] = {"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
-                            "server_url": server.base_url}
-
-    lines = datasets.read(wl["dataset"], default_output=out) if wl["dataset"] else None
-
-    def prompts(n: int, salt: int) -> tuple[list, list[int] | int]:
-        if lines is not None:
-            return datasets.sample(lines, n, seed=seed + salt)
-        return loads.prompts(vocab, inp, n, seed=seed + salt), out
-
+    point = _Point(cfg, ctx, server)
+    point.info.update({"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
+                       "server_url": server.base_url})
     if wl["warmup_requests"]:
-        n = int(wl["warmup_requests"])
-        warm = loads.Load("concurrency", max(1, min(n, int(float(wl["level"])))), requests=n)
-        info["warmup_s"] = loads.run(server.base_url, name, *prompts(n, 1), warm, timeout, api_key,
-                                     client_processes=1).window_s
-
+        point.warm_up(int(wl["warmup_requests"]))
     try:
-        checked = _gate(cfg, ctx, server, name, timeout)   # after the warm-up, before the load: outside the window
+        checked = _gate(cfg, ctx, server, point.name, point.timeout)   # after the warm-up, before the load
     except OSError as exc:   # refused, reset, timed out: a server that died answers nothing more
         if server.alive():
             raise
         drop(ctx.cache)
-        return Result(samples={}, info=info, status="failed", error_type="ServerDied",
+        return Result(samples={}, info=point.info, status="failed", error_type="ServerDied",
                       error=f"the server exited before the load (during its warm-up or accuracy gate: {exc}); its "
                             f"log ({server.log}) ends:\n{server.tail()}")
+    before = server.scrape()
+    figures, also, gathered = point.search() if wl["search"] else point.load()
+    point.info.update(servers.counter_deltas(before, server.scrape()))
+    return point.result(figures, also, gathered, checked)
 
-    def measured(load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
-        got = loads.run(server.base_url, name, *prompts(load.requests, 0), load, timeout, api_key,
-                        client_processes=wl["client_processes"])
-        figures = summary(got.requests, got.window_s, int(cfg["cards"]), limits)
+
+class _Point:
+    """One serving point's load against its server: the prompts, the warm-up, the measured load or the SLO search,
+    and the record's result."""
+
+    def __init__(self, cfg: dict[str, Any], ctx, server):
+        self.cfg, self.ctx, self.server, self.wl = cfg, ctx, server, cfg["workload"]
+        self.name, self.limits, self.timeout = served_name(cfg), slo(self.wl), float(self.wl["request_timeout_s"])
+        self.seed = int(cfg["seed"])
+        # a server started here asks for no key; an external endpoint gets the user's
+        self.api_key = os.environ.get(loads.API_KEY_ENV) if self.wl["endpoint"] else None
+        self.lines = (datasets.read(self.wl["dataset"], default_output=lengths(self.wl)[1])
+                      if self.wl["dataset"] else None)
+        self.info: dict[str, Any] = {}
+
+    def prompts(self, n: int, salt: int) -> tuple[list, list[int] | int]:
+        if self.lines is not None:
+            return datasets.sample(self.lines, n, seed=self.seed + salt)
+        inp, out = lengths(self.wl)
+        return loads.prompts(int(self.cfg["model"]["config"]["vocab_size"]), inp, n, seed=self.seed + salt), out
+
+    def warm_up(self, n: int) -> None:
+        warm = loads.Load("concurrency", max(1, min(n, int(float(self.wl["level"])))), requests=n)
+        self.info["warmup_s"] = loads.run(self.server.base_url, self.name, *self.prompts(n, 1), warm, self.timeout,
+                                          self.api_key, client_processes=1).window_s
+
+    def measured(self, load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
+        got = loads.run(self.server.base_url, self.name, *self.prompts(load.requests, 0), load, self.timeout,
+                        self.api_key, client_processes=self.wl["client_processes"])
+        figures = summary(got.requests, got.window_s, int(self.cfg["cards"]), self.limits)
         return figures | {"window_s": got.window_s} | got.client, got.requests
 
-    before = server.scrape()
-    if wl["search"]:
+    def search(self) -> tuple[dict[str, Any], list[Also], None]:
+        """The highest request rate that meets the SLOs (search.highest_rate), each probe a point of its own."""
+        wl = self.wl
+
         def probe(rate: float) -> tuple[bool, dict[str, Any]]:
-            figures, _ = measured(loads.Load("rate", rate, int(wl["requests"]), arrival=wl["arrival"], seed=seed))
-            return met(figures, limits), figures
+            figures, _ = self.measured(loads.Load("rate", rate, int(wl["requests"]), arrival=wl["arrival"],
+                                                  seed=self.seed))
+            return met(figures, self.limits), figures
 
         answer, probes = highest_rate(probe, float(wl["level"]), float(wl["search_resolution"]),
-                                int(wl["search_max_probes"]))
+                                      int(wl["search_max_probes"]))
         best = next((p.figures for p in probes if p.rate == answer), probes[-1].figures)
-        figures = {**best, "slo_max_rate_req_s": answer}
-        info["search_probes"] = json.dumps([{"rate": round(p.rate, 6), "met": p.met,
-                                             **{k: p.figures.get(k) for k in PROBE_FIGURES}} for p in probes])
-        info["search_answer"] = "none met the SLOs" if answer is None else f"{answer:.6g} requests/s"
-        also = [_probe_point(wl, p) for p in probes]
-        gathered = None
-    else:
-        load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=seed)
-        sampler = servers.Sampler(server)
-        session = measure.Session(ctx, noise.Settings(), memory=lambda: None)
+        self.info["search_probes"] = json.dumps([{"rate": round(p.rate, 6), "met": p.met,
+                                                  **{k: p.figures.get(k) for k in PROBE_FIGURES}} for p in probes])
+        self.info["search_answer"] = "none met the SLOs" if answer is None else f"{answer:.6g} requests/s"
+        return {**best, "slo_max_rate_req_s": answer}, [_probe_point(wl, p) for p in probes], None
+
+    def load(self) -> tuple[dict[str, Any], list[Also], Any]:
+        """The one measured load, with the server's gauges sampled and the energy meter read over its window."""
+        wl = self.wl
+        load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=self.seed)
+        sampler = servers.Sampler(self.server)
+        session = measure.Session(self.ctx, noise.Settings(), memory=lambda: None)
         session.start()
         with sampler:
-            figures, reqs = measured(load)
+            figures, reqs = self.measured(load)
         gathered = session.finish()
-        info.update(sampler.summary())
-        info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
-        if ctx.workdir is not None:
-            info["requests_file"] = requests_file.write(ctx.workdir, reqs)
-        also = []
-    info.update(servers.counter_deltas(before, server.scrape()))
-    samples, facts = split(figures)
-    info.update(facts)
-    counts = {k: figures[k] for k in ("requests", "ok_requests", "failed_requests")}
-    if gathered is not None and counts["ok_requests"]:
-        produced = samples["output_tok_s"][0] * info["window_s"]
-        samples.update(measure.energy(gathered, work=produced, per_joule="tok_per_j"))
-    if not server.alive():
-        drop(ctx.cache)
-        return Result(samples=samples, info=info, status="failed", error_type="ServerDied",
-                      error=f"the server exited during the load ({counts['failed_requests']} of {counts['requests']} "
-                            f"requests failed); its log ({server.log}) ends:\n{server.tail()}")
-    if not counts["ok_requests"] and not wl["search"]:
-        return Result(samples=samples, info=info, status="failed", error_type="NoRequestServed",
-                      error=f"none of {counts['requests']} requests was answered in full: "
-                            f"{info['first_request_errors']}")
-    if nats := _logit_noise(cfg):
-        info[inject.LOGIT_INFO] = nats
-    return accuracy.judged(Result(samples=samples, info=info, also=also), checked)
+        self.info.update(sampler.summary())
+        self.info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
+        if self.ctx.workdir is not None:
+            self.info["requests_file"] = requests_file.write(self.ctx.workdir, reqs)
+        return figures, [], gathered
+
+    def result(self, figures: dict[str, Any], also: list[Also], gathered, checked) -> Result:
+        info, server = self.info, self.server
+        samples, facts = split(figures)
+        info.update(facts)
+        counts = {k: figures[k] for k in ("requests", "ok_requests", "failed_requests")}
+        if gathered is not None and counts["ok_requests"]:
+            produced = samples["output_tok_s"][0] * info["window_s"]
+            samples.update(measure.energy(gathered, work=produced, per_joule="tok_per_j"))
+        if not server.alive():
+            drop(self.ctx.cache)
+            return Result(samples=samples, info=info, status="failed", error_type="ServerDied",
+                          error=f"the server exited during the load ({counts['failed_requests']} of "
+                                f"{counts['requests']} requests failed); its log ({server.log}) ends:\n"
+                                f"{server.tail()}")
+        if not counts["ok_requests"] and not self.wl["search"]:
+            return Result(samples=samples, info=info, status="failed", error_type="NoRequestServed",
+                          error=f"none of {counts['requests']} requests was answered in full: "
+                                f"{info['first_request_errors']}")
+        if nats := _logit_noise(self.cfg):
+            info[inject.LOGIT_INFO] = nats
+        return accuracy.judged(Result(samples=samples, info=info, also=also), checked)
 
 
 def _gate(cfg: dict[str, Any], ctx, server, name: str, timeout_s: float) -> dict[str, Any] | None:
