@@ -2,8 +2,9 @@
 
 ACCELSWEEP_INJECT_SLOWDOWN="h100=1.25[,a100=1.1]" makes every point of the named hardware (its `hardware.name`)
 run on a device whose work takes that factor as long: at each device synchronization (the honest clock reads
-every in-process workload makes around its timed work) the process sleeps (factor - 1) x the time since the
-previous one. The workload's own clock then measures the slowdown; nothing is written into a record by hand.
+every in-process workload makes around its timed work) the process spins (factor - 1) x the time since the
+previous one, busy on its core as a device's default synchronize is (a sleep would be undone by the scheduler,
+which favours a waking task over a busy neighbour on the same core). The workload's own clock then measures the slowdown; nothing is written into a record by hand.
 A factor of 1.25 is 20 % less throughput. Engines with processes of their own (vLLM, a serving server) are not
 slowed.
 
@@ -43,7 +44,7 @@ def factors(text: str | None = None) -> dict[str, float]:
 
 @dataclasses.dataclass
 class SlowedDevice(Device):
-    """A Device whose work takes `factor` as long: each synchronize() first sleeps (factor - 1) x the time since the
+    """A Device whose work takes `factor` as long: each synchronize() first spins (factor - 1) x the time since the
     previous one."""
 
     factor: float = 1.0
@@ -53,8 +54,15 @@ class SlowedDevice(Device):
         super().synchronize()
         now = time.perf_counter()
         if self._last is not None:
-            time.sleep((self.factor - 1) * (now - self._last))
+            spin((self.factor - 1) * (now - self._last))
         self._last = time.perf_counter()
+
+
+def spin(seconds: float) -> None:
+    """Busy for `seconds` of wall time, whatever else shares the core."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def slowed(device: Device, hardware: str | None) -> tuple[Device, float | None]:

@@ -226,7 +226,7 @@ def test_injection_factors():
 def test_slowed_device_stretches_the_time_between_synchronizations(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(inject.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(inject.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(inject, "spin", lambda s: clock.__setitem__(0, clock[0] + s))
     monkeypatch.setenv(inject.ENV, "h100=1.25")
     dev, factor = inject.slowed(Device("cpu"), "h100")
     assert factor == 1.25 and dev.torch_device == "cpu"
