@@ -21,9 +21,8 @@ from jobs.workloads import Also, Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
 from . import dataset as datasets
-from . import gate
+from . import gate, requests_file
 from . import load as loads
-from . import requests_file
 from . import server as servers
 from .metrics import METRICS, SLO_PRESETS, Slo, summary
 from .options import OPTIONS
