@@ -21,6 +21,17 @@ COMMON_KEYS = ("workload", "model", "model_init", "precision", "seed", "device_o
 PER_CARD_KEYS = ("cpu_threads_per_rank",)
 
 
+CLIENT_BOUND = "client_bound"   # a serving point's record: its load client was saturated (serving.load)
+
+
+def client_bound(table: pd.DataFrame) -> pd.Series:
+    """The rows whose load client was saturated: their latencies and throughput are partly the client's own
+    queueing, so they are shown but never compared (hardware comparison, the Serving page's fronts)."""
+    if CLIENT_BOUND not in table:
+        return pd.Series(False, index=table.index)
+    return table[CLIENT_BOUND].astype(str).eq("True")
+
+
 def workload_sets(table: pd.DataFrame) -> list[MetricSet]:
     """The metric sets of the workloads in `table` (rows of unknown workloads have none)."""
     if "workload" not in table or table.empty:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.derived import basis, has_samples, param_keys, ratio_intervals, workload_sets
+from analysis.derived import basis, client_bound, has_samples, param_keys, ratio_intervals, workload_sets
 from jobs.metrics import HIGHER, LOWER, MetricSet
 from jobs.noise import median_ci
 
@@ -96,7 +96,7 @@ def compare_hardware(table: pd.DataFrame, baseline: str | None = None) -> Hardwa
         raise ValueError(why)
     parts, latency = [], {}
     if baseline is not None:
-        ok = table["status"].eq("ok") & table["hardware"].notna()
+        ok = table["status"].eq("ok") & table["hardware"].notna() & ~client_bound(table)
         for ms in workload_sets(table[ok]):
             rows = table.loc[ok & table["workload"].eq(ms.workload), _columns(table, ms)]
             if ms.throughput in rows and rows["hardware"].astype(str).eq(baseline).any():

@@ -160,6 +160,16 @@ def test_page_overview_and_overrides(tmp_path):
     assert "gaudi3 (override: cpu) vs h100 (override: cpu)" in inc
 
 
+def test_client_bound_points_are_left_out_of_the_comparison_and_counted(tmp_path):
+    table = _known()
+    table["client_bound"] = table["hardware"].eq("gaudi3")   # its load client was saturated: not the system's figure
+    assert set(compare_hardware(table).pairs["hardware"]) == {"mi300x", "a100"}
+    page = _text(build(table, tmp_path / "site").parent / "hardware.html")
+    assert "4 successful serving point(s) are left out as client-bound" in page and "gaudi3 vs h100" not in page
+    table["client_bound"] = "False"   # as a record's info reads back from parquet: text
+    assert "gaudi3" in set(compare_hardware(table).pairs["hardware"])
+
+
 def test_cli_baseline_hardware(tmp_path, capsys):
     runs = tmp_path / "runs"
     runs.mkdir()

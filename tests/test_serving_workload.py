@@ -37,6 +37,27 @@ def test_the_search_halves_when_the_start_fails_and_stops_at_max_probes():
     assert answer is None and len(probes) == 3
 
 
+def _searching_point(bound_above: float):
+    """A _Point whose probes meet the SLOs up to 5 requests/s, its client saturated from `bound_above`."""
+    point = serving._Point.__new__(serving._Point)
+    point.wl = {"level": 1.0, "search_resolution": 0.1, "search_max_probes": 8, "requests": 4, "arrival": "constant"}
+    point.limits, point.seed, point.info = serving.Slo(1.0, 1.0), 0, {}
+    ok = {"requests": 4, "ok_requests": 4, "tpot_p99_s": 0.01}
+    point.measured = lambda load: ({**ok, "ttft_p99_s": 0.1 if load.level <= 5 else 2.0,
+                                    "client_bound": load.level >= bound_above}, [])
+    return point
+
+
+def test_a_search_whose_client_was_saturated_where_it_missed_the_slos_gives_a_lower_bound():
+    point = _searching_point(bound_above=8)
+    figures, _, _ = point.search()
+    assert figures["slo_max_rate_req_s"] <= 5 and figures["client_bound"] is True
+    assert "at least: the load client was saturated" in point.info["search_answer"]
+    point = _searching_point(bound_above=1e9)
+    figures, _, _ = point.search()
+    assert figures["client_bound"] is False and "at least" not in point.info["search_answer"]
+
+
 @pytest.mark.parametrize("overrides, words", [
     (["workload.search=goodput"], "needs workload.mode=rate"),
     (["workload.level=1.5"], "whole number of requests in flight"),

@@ -16,7 +16,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from analysis.derived import param_keys
+from analysis.derived import client_bound, param_keys
 from analysis.hardware import AHEAD, BEHIND, NO_CLEAR, NO_INTERVAL, HardwareComparison, compare_hardware, summary
 from jobs import workloads
 from jobs.metrics import MetricSet, label_words
@@ -52,6 +52,7 @@ class Result:
     sections: list[Section]
     message: str                 # why there is nothing to show ("" where there is)
     left_out: int                # device_override points left out (no --include-overrides)
+    client_bound: int = 0        # ok serving points left out: their load client was saturated
 
 
 @per_table
@@ -64,13 +65,14 @@ def comparison(table: pd.DataFrame) -> Result:
     if table.empty or "hardware" not in table or "workload" not in table:
         return Result(None, [], NO_PAIRS, left_out)
     named = table.assign(hardware=table["hardware"].map(base_name, na_action="ignore"))
+    bound = int((table["status"].eq("ok") & client_bound(table)).sum())
     try:
         c = compare_hardware(named, chosen)
     except ValueError as exc:
-        return Result(None, [], str(exc), left_out)
+        return Result(None, [], str(exc), left_out, bound)
     sections = [_section(table, c, ms) for ms, _ in by_workload(table)]
     sections = [s for s in sections if s is not None]
-    return Result(c.baseline, sections, "" if sections else NO_PAIRS, left_out)
+    return Result(c.baseline, sections, "" if sections else NO_PAIRS, left_out, bound)
 
 
 def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Section | None:
@@ -386,6 +388,10 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
         note = (f"{r.left_out} successful point(s) ran with device_override and are left out: they measure the "
                 "override device under several hardware names (python -m report.build ... --include-overrides "
                 "compares them, and every cell then says so).")
+    if r.client_bound:
+        note += (f"{' ' if note else ''}{r.client_bound} successful serving point(s) are left out as client-bound: "
+                 "their load client was saturated, so their figures are partly its own queueing (the Serving page "
+                 "shows them).")
     chosen = table.attrs.get(BASELINE_ATTR)
     return {"sections": sections, "message": r.message, "override_note": note, "baseline": r.baseline,
             "baseline_why": ("report.baseline_hardware" if chosen else "the hardware with the most successful points"

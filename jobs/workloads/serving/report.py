@@ -8,6 +8,7 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from analysis.derived import client_bound
 from report.charts import (
     HEIGHT,
     WIDTH,
@@ -38,8 +39,7 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(rows_for(table, WORKLOAD), numbers=(TPUT,))
     cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY]
     ok = ok.assign(**{c: numeric(ok, c) for c in cols})
-    bound = ok["client_bound"].astype(str).eq("True") if "client_bound" in ok else pd.Series(False, index=ok.index)
-    ok = ok.assign(client_bound=bound)
+    ok = ok.assign(client_bound=client_bound(ok))
     fields = [f for f in SERIES if f in ok and (f in ("hardware", "engine", "mode") or ok[f].nunique() > 1)]
     return ok.assign(series=label(ok, fields)) if len(ok) else ok.assign(series=pd.Series(dtype=str))
 
