@@ -10,7 +10,11 @@ precision, that pair is compared too and labelled ("engine differs: hf vs vllm")
 ratio = median(hardware) / median(baseline), with the 95 % interval of analysis.derived.ratio_intervals (the
 scaling and speedup intervals' bootstrap over both points' per-repeat samples, where each has two or more: a
 point measured once, as a serving load is, gives no interval); a hardware is "ahead" where the
-whole interval is above 1, "behind" where it is below, "no clear difference" where it holds 1. Beside it: the
+whole interval is above 1, "behind" where it is below, "no clear difference" where it holds 1. An interval above
+or below 1 is "unconfirmed" where either point did not reach its noise target or shared its cores with other
+processes (uncertain()): the interval is over each point's repeats, and such a point's median moves between runs by
+more than that (the same CPU under three hardware names, measured one point after another on a busy 2-core
+machine, gave 0.89x to 1.36x between points that had not settled). Beside it: the
 ratio of work per unit of cost (the throughput ratio x the baseline's card-hour price / the hardware's, where both
 are priced in one currency; its interval scaled alike), of work per joule (the workload's metric in work/J) and of
 each latency the workload's overview lists (lower is better: below 1, the hardware answers faster). Per card, the
@@ -29,7 +33,8 @@ from jobs.metrics import HIGHER, LOWER, MetricSet
 from jobs.noise import median_ci
 
 AHEAD, BEHIND, NO_CLEAR, NO_INTERVAL = "ahead", "behind", "no clear difference", "no interval"
-VERDICTS = (AHEAD, BEHIND, NO_CLEAR, NO_INTERVAL)
+UNCONFIRMED = "unconfirmed"
+VERDICTS = (AHEAD, BEHIND, UNCONFIRMED, NO_CLEAR, NO_INTERVAL)
 _VERSION = "_software_version"   # helper column: each point's engine version to the minor ("" where unrecorded)
 
 
@@ -112,7 +117,7 @@ def _columns(table: pd.DataFrame, ms: MetricSet) -> list[str]:
     t = ms.throughput
     wanted = ["workload", "hardware", "cards", "precision", *param_keys(table, ms), *ms.software,
               *(c for _, c in ms.versions), t, f"{t}_samples", f"{t}_n", "price_card_hour", "price_currency",
-              energy_metric(ms), *latency_metrics(ms)]
+              energy_metric(ms), *latency_metrics(ms), "stable", "cores_shared"]
     return [c for c in dict.fromkeys(wanted) if c and c in table]
 
 
@@ -185,7 +190,8 @@ def _ratios(rows: pd.DataFrame, ms: MetricSet, baseline: str, i: np.ndarray, j: 
     if len(both):
         lo, hi = ratio_intervals(samples[i[both]], samples[j[both]], np.ones(len(both)))
         out.loc[both, "lo"], out.loc[both, "hi"] = lo, hi
-    out["verdict"] = verdicts(out["lo"], out["hi"])
+    shaky = uncertain(rows)
+    out["verdict"] = verdicts(out["lo"], out["hi"], shaky[i] | shaky[j])
     factor = _price_factor(rows, i, j)
     out["cost_ratio"], out["cost_lo"], out["cost_hi"] = (out["ratio"] * factor, out["lo"] * factor,
                                                          out["hi"] * factor)
@@ -199,12 +205,27 @@ def _ratios(rows: pd.DataFrame, ms: MetricSet, baseline: str, i: np.ndarray, j: 
     return out
 
 
-def verdicts(lo: pd.Series, hi: pd.Series) -> pd.Series:
-    """ahead (whole interval above 1), behind (below), no clear difference (it holds 1), no interval."""
+def verdicts(lo: pd.Series, hi: pd.Series, shaky: np.ndarray | None = None) -> pd.Series:
+    """ahead (whole interval above 1), behind (below), unconfirmed (either, with a `shaky` point), no clear
+    difference (it holds 1), no interval."""
     out = pd.Series(NO_CLEAR, index=lo.index, dtype=object)
     out[lo.gt(1)] = AHEAD
     out[hi.lt(1)] = BEHIND
+    if shaky is not None:
+        out[out.isin((AHEAD, BEHIND)).to_numpy() & np.asarray(shaky, bool)] = UNCONFIRMED
     out[lo.isna() | hi.isna()] = NO_INTERVAL
+    return out
+
+
+def uncertain(rows: pd.DataFrame) -> np.ndarray:
+    """Points whose median did not reach the noise target (stable False) or that ran while other processes used
+    their cores (cores_shared, jobs.devices.HostLoad): their spread between runs can exceed their interval."""
+    out = np.zeros(len(rows), bool)
+    for col in ("stable", "cores_shared"):
+        if col in rows:
+            v = rows[col].to_numpy(object)
+            out |= np.array([x is not None and not (isinstance(x, float) and np.isnan(x)) and bool(x) == (col != "stable")
+                             for x in v], bool)
     return out
 
 

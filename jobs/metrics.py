@@ -177,7 +177,9 @@ DERIVED: tuple[Metric, ...] = (
            "model, precision, cards, engine and its version's major.minor and workload parameters, across vendors "
            "and generations alike; computed by analysis/hardware.py for the report's Hardware comparison page, with "
            "the same ratio per unit of cost and per joule, and the ratio of each latency the workload's overview "
-           "lists (below 1: lower latency than the baseline)", None, repeat="from the medians of two points"),
+           "lists (below 1: lower latency than the baseline); ahead or behind only where the 95 % interval leaves "
+           "out 1 and both points reached their noise target on cores of their own (else unconfirmed)", None,
+           repeat="from the medians of two points"),
 )
 
 def directions(sets: Sequence[MetricSet]) -> dict[str, str]:

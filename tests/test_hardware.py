@@ -95,7 +95,7 @@ def test_per_unit_of_cost_and_per_joule():
     assert p.loc["a100", "cost_ratio"].isna().all()   # priced in another currency: no cost ratio
 
 
-def test_engine_and_precision_differ_are_labelled_not_counted():
+def test_engine_and_precision_differ_are_labelled_not_counted(tmp_path):
     rows = [_row("h100", BASE), _row("gaudi3", [x * 1.2 for x in BASE], engine="hf"),
             _row("mi300x", [x * 0.9 for x in BASE], precision="fp16"),
             _row("a100", [x * 0.7 for x in BASE], engine="vllm", vllm_version="0.10.2"),
@@ -105,6 +105,8 @@ def test_engine_and_precision_differ_are_labelled_not_counted():
     assert by.loc["gaudi3", "differs"] == "engine differs: hf vs vllm" and not by.loc["gaudi3", "like"]
     assert by.loc["mi300x", "differs"] == "precision differs: fp16 vs bf16"
     assert by.loc["a100", "differs"] == "engine version differs: vllm 0.10 vs 0.11"
+    page = _text(build(pd.DataFrame(rows), tmp_path / "site").parent / "hardware.html")
+    assert "engine differs: hf vs vllm" in page and "precision differs: fp16 vs bf16" in page
     assert by.loc["gaudi3", "ratio"] == pytest.approx(1.2) and by.loc["gaudi3", "verdict"] == AHEAD
     s = summary(c.pairs).set_index("hardware")
     assert (s["configs"] == 0).all() and (s["labelled"] == 1).all()
@@ -158,6 +160,21 @@ def test_page_overview_and_overrides(tmp_path):
     assert "Baseline: h100 , report.baseline_hardware" in inc
     assert inc.count("· no clear difference · override: cpu, both sides") == 2
     assert "gaudi3 (override: cpu) vs h100 (override: cpu)" in inc
+
+
+def test_a_clear_ratio_with_an_unsettled_or_crowded_point_is_unconfirmed(tmp_path):
+    table = _known()
+    table["stable"] = ~(table["hardware"].eq("gaudi3") & table["cards"].eq(1))   # its median never settled
+    table["cores_shared"] = table["hardware"].eq("mi300x") & table["batch_size"].eq(4)   # others used its cores
+    table["other_on_cores_frac"] = table["cores_shared"] * 0.5
+    p = compare_hardware(table).pairs.set_index(["hardware", "cards", "value_base"]).sort_index()
+    g, m = p.loc["gaudi3"], p.loc["mi300x"]
+    assert list(g["verdict"]) == ["unconfirmed", "unconfirmed", "ahead", "ahead"]   # 1 card, then 2 cards
+    assert np.allclose(g["ratio"], 1.5) and (g["lo"] > 1).all()   # the ratio and its interval stay
+    assert sorted(m["verdict"]) == ["behind", "behind", "unconfirmed", "unconfirmed"]
+    assert set(p.loc["a100", "verdict"]) == {"no clear difference"}   # a held 1 is said as it is
+    page = _text(build(table, tmp_path / "site").parent / "hardware.html")
+    assert "1.50× [" in page and "· unconfirmed" in page and "ahead in 2, unconfirmed in 2" in page
 
 
 def test_client_bound_points_are_left_out_of_the_comparison_and_counted(tmp_path):

@@ -17,7 +17,17 @@ import numpy as np
 import pandas as pd
 
 from analysis.derived import client_bound, param_keys
-from analysis.hardware import AHEAD, BEHIND, NO_CLEAR, NO_INTERVAL, HardwareComparison, compare_hardware, summary
+from analysis.hardware import (
+    AHEAD,
+    BEHIND,
+    NO_CLEAR,
+    NO_INTERVAL,
+    UNCONFIRMED,
+    HardwareComparison,
+    compare_hardware,
+    summary,
+    uncertain,
+)
 from jobs import workloads
 from jobs.metrics import MetricSet, label_words
 from report.charts import CONFIG, HEIGHT, PALETTE, WIDTH, Chart, anchor, empty_chart, fmt_num, records, to_spec
@@ -92,7 +102,7 @@ def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Secti
                          comparison=np.where(pairs["like"].astype(bool), LIKE, UNLIKE))
     pairs = pairs.reset_index(drop=True)   # summaries per hardware as shown ("gaudi3 (override: cpu)")
     return Section(ms, pairs, summary(pairs.assign(hardware=pairs["name"])), c.latency.get(ms.workload, []),
-                   int((_uncertain(mine) | _uncertain(theirs)).sum()))
+                   int((uncertain(mine) | uncertain(theirs)).sum()))
 
 
 def config_names(rows: pd.DataFrame, fields: list[str], keys: list[str]) -> np.ndarray:
@@ -110,18 +120,6 @@ def config_names(rows: pd.DataFrame, fields: list[str], keys: list[str]) -> np.n
                                        whole.fillna(0).astype("int64").astype(str))
         names = names + " · " + (words.get(k) or k.replace("_", " ")) + " " + text.where(value.notna(), "—")
     return names.to_numpy(object)
-
-
-def _uncertain(rows: pd.DataFrame) -> np.ndarray:
-    """Points whose median did not reach the noise target (stable False) or that ran while other processes used
-    their cores (cores_shared, jobs.devices.HostLoad): their spread between runs can exceed their interval."""
-    out = np.zeros(len(rows), bool)
-    for col in ("stable", "cores_shared"):
-        if col in rows:
-            v = rows[col].to_numpy(object)
-            out |= np.array([x is not None and not (isinstance(x, float) and np.isnan(x)) and bool(x) == (col != "stable")
-                             for x in v], bool)
-    return out
 
 
 def section_id(workload: str) -> str:
@@ -147,7 +145,7 @@ def interval_words(lo: Any, hi: Any) -> str:
 
 def cell(r: pd.Series | dict) -> str:
     """'1.32× [1.25, 1.40]' and what it means: verdict, what differs, the override."""
-    notes = [NO_CLEAR] if r["verdict"] == NO_CLEAR else []
+    notes = [r["verdict"]] if r["verdict"] in (NO_CLEAR, UNCONFIRMED) else []
     if r["differs"]:
         notes.append(r["differs"])
     if isinstance(r.get("override"), str):
@@ -166,9 +164,7 @@ def sentence(s: pd.Series, ms: MetricSet, name: str, base: str) -> str:
     plural = "s" if s["configs"] != 1 else ""
     ci = (f" {interval_words(s['lo'], s['hi'])}" if pd.notna(s["lo"]) else
           " (too few configurations for an interval of the median)" if s["configs"] > 1 else "")
-    counts = [f"{word} in {s[v]}" for v, word in ((AHEAD, "ahead"), (BEHIND, "behind"),
-                                                  (NO_CLEAR, "no clear difference"), (NO_INTERVAL, "no interval"))
-              if s[v]]
+    counts = [f"{v} in {s[v]}" for v in (AHEAD, BEHIND, UNCONFIRMED, NO_CLEAR, NO_INTERVAL) if s[v]]
     more = (f"; {s['labelled']} more compared though not like for like (not in this figure)" if s["labelled"]
             else "")
     return (f"{head}: {ratio_text(s['ratio'])}×{ci} median {ms.main.title} over {s['configs']} matched "
