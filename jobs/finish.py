@@ -115,12 +115,11 @@ def check_references(sweep_dir: Path, table=None) -> None:
 
     try:
         table = pd.read_parquet(sweep_dir / "results.parquet") if table is None else table
-        result = refcheck.check(refcheck.parse(json.loads(spec_path.read_text())), table)
-    except (OSError, ValueError) as exc:   # a reference that no longer fits is said, not a failed report
-        text, violations = f"references: not checked: {exc}", 0
-    else:
-        text, violations = refcheck.text_report(result), len(result.violations)
-    files.write_text(sweep_dir / REFERENCE_CHECK, json.dumps({"text": text, "violations": violations}) + "\n")
+        text, violations = refcheck.checked(refcheck.parse(json.loads(spec_path.read_text())), table)
+    except (OSError, ValueError) as exc:   # the saved spec or the table unreadable: said, not a failed report
+        text, violations = f"references: not checked: {exc}", None
+    files.write_text(sweep_dir / REFERENCE_CHECK, json.dumps({"text": text, "violations": len(violations or ())})
+                     + "\n")
     print(text.splitlines()[0] + f" ({sweep_dir / REFERENCE_CHECK}; python -m jobs.status lists them)")
 
 
