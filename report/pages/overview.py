@@ -11,6 +11,7 @@ from analysis.compare import REGRESSION, Comparison
 from analysis.derived import workload_sets
 from jobs import cost
 from jobs.devices import SHARED_CORES_FRACTION
+from jobs.metrics import MetricSet
 from report import claims, overrides
 from report.charts import anchor, fmt_num
 from report.overrides import IN_FINDINGS
@@ -170,42 +171,56 @@ def _findings(table: pd.DataFrame) -> list[dict[str, Any]]:
             return [{"text": "No headline findings: every successful point ran with device_override.", "href": None},
                     override]
         return [{"text": "No successful points yet.", "href": None}] + ([override] if override else [])
+    items = [*_fastest(ok), *_scaling(table, ok), _speedup(table)]
+    notes = (_unstable(ok), _under_load(ok), override, _injected(everything), _inaccurate(everything))
+    return items + [n for n in notes if n]
+
+
+def _fastest(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per workload and software value: its fastest configuration, or why none is named."""
     items = []
     links = _links()
     for ms, whole in by_workload(ok):
         for software, g in software_groups(whole, ms):
             x = pd.to_numeric(g[ms.throughput], errors="coerce") if ms.throughput in g else pd.Series(dtype=float)
-            if not x.notna().any():
-                continue
-            t = ms.throughput
-            ranked = claims.frame(g, t, f"{t}_ci_lo", f"{t}_ci_hi", f"{t}_n")
-            r = claims.rank(ranked, unranked=claims.unranked(g, ms.unranked))
-            what = f"{ms.workload} configuration{software}"
-            if r.best is None:
-                items.append({"text": f"No fastest {what}: {r.why}.", "href": "#points"})
-                continue
-            best = g.loc[[r.best.name]]
-            link = links.get(ms.workload)
-            href = link(best.iloc[0]) if link and "hardware" in best else "#points"
-            config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
-            figure = f"{fmt_num(r.best['_value'])} {ms.main.unit} median {ms.main.title}"
-            spread = claims.spread_words(r.best)
-            if r.verdict == "clear":
-                text = f"Fastest {what}: {figure} ({config}; {spread})."
-            elif r.verdict == "no clear winner":
-                names = label(g, workload_fields(g, ms, CONFIG))
-                text = (f"No clear winner among the {ms.workload} configurations{software}: the highest median, "
-                        f"{figure} ({config}; {spread}), is within the spread of {len(r.close)} other(s): "
-                        f"{claims.close_words(r, names, ms.main.unit)}.")
-            else:
-                text = f"Fastest {what}, unconfirmed: {figure} ({config}; {spread}): {r.why}."
-            items.append({"text": text, "href": href})
+            if x.notna().any():
+                items.append(_fastest_of(g, ms, software, links.get(ms.workload)))
         if differs := software_differs(whole, ms):
             items.append({"text": f"{differs[0].upper()}{differs[1:]} among the {ms.workload} points: the fastest "
                                   "configuration is given per value, and scaling efficiency and generation speedups "
                                   "compare only points that share it.", "href": "#points"})
+    return items
+
+
+def _fastest_of(g: pd.DataFrame, ms: MetricSet, software: str, link) -> dict[str, Any]:
+    t = ms.throughput
+    ranked = claims.frame(g, t, f"{t}_ci_lo", f"{t}_ci_hi", f"{t}_n")
+    r = claims.rank(ranked, unranked=claims.unranked(g, ms.unranked))
+    what = f"{ms.workload} configuration{software}"
+    if r.best is None:
+        return {"text": f"No fastest {what}: {r.why}.", "href": "#points"}
+    best = g.loc[[r.best.name]]
+    href = link(best.iloc[0]) if link and "hardware" in best else "#points"
+    config = label(best, workload_fields(best, ms, CONFIG)).iloc[0]
+    figure = f"{fmt_num(r.best['_value'])} {ms.main.unit} median {ms.main.title}"
+    spread = claims.spread_words(r.best)
+    if r.verdict == "clear":
+        text = f"Fastest {what}: {figure} ({config}; {spread})."
+    elif r.verdict == "no clear winner":
+        names = label(g, workload_fields(g, ms, CONFIG))
+        text = (f"No clear winner among the {ms.workload} configurations{software}: the highest median, "
+                f"{figure} ({config}; {spread}), is within the spread of {len(r.close)} other(s): "
+                f"{claims.close_words(r, names, ms.main.unit)}.")
+    else:
+        text = f"Fastest {what}, unconfirmed: {figure} ({config}; {spread}): {r.why}."
+    return {"text": text, "href": href}
+
+
+def _scaling(table: pd.DataFrame, ok: pd.DataFrame) -> list[dict[str, Any]]:
+    """The best efficiency at the largest card count of each kind of scaling, or why there is none."""
     data = scaling.points(table)
     multi = data[data["cards"] > 1] if len(data) else data
+    items = []
     for kind in scaling.kinds(multi):
         d = multi[multi["kind"].eq(kind)]
         top = int(d["cards"].max())
@@ -221,28 +236,21 @@ def _findings(table: pd.DataFrame) -> list[dict[str, Any]]:
         cards = pd.to_numeric(ok["cards"], errors="coerce") if "cards" in ok else pd.Series(dtype=float)
         why = "no multi-card point has a matching 1-card point" if (cards > 1).any() else "no multi-card points"
         items.append({"text": f"No scaling efficiency: {why}.", "href": "scaling.html"})
-    pairs = speedup.pairs(table)
-    if len(pairs):
-        r = pairs.loc[pairs["speedup"].idxmax()]
-        spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else "; no interval"
-        spread += f", {_n(r.get('n'))}"
-        items.append({"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}"
-                              f"{spread}{_speedup_claim(r['lo'], r['hi'])}).",
-                      "href": f"speedup.html#{speedup.chart_id(r['workload'], r['family'])}"})
-    else:
-        items.append({"text": "No generation speedup: no point was measured on two consecutive generations.",
-                      "href": "speedup.html"})
-    if unstable := _unstable(ok):
-        items.append(unstable)
-    if loaded := _under_load(ok):
-        items.append(loaded)
-    if override:
-        items.append(override)
-    if injected := _injected(everything):
-        items.append(injected)
-    if inaccurate := _inaccurate(everything):
-        items.append(inaccurate)
     return items
+
+
+def _speedup(table: pd.DataFrame) -> dict[str, Any]:
+    """The biggest generation speedup, or why there is none."""
+    pairs = speedup.pairs(table)
+    if not len(pairs):
+        return {"text": "No generation speedup: no point was measured on two consecutive generations.",
+                "href": "speedup.html"}
+    r = pairs.loc[pairs["speedup"].idxmax()]
+    spread = f"; {_interval(r['lo'], r['hi'])}" if pd.notna(r["lo"]) else "; no interval"
+    spread += f", {_n(r.get('n'))}"
+    return {"text": f"Biggest generation speedup: {fmt_num(r['speedup'])}× ({r['pair']}, {r['series']}"
+                    f"{spread}{_speedup_claim(r['lo'], r['hi'])}).",
+            "href": f"speedup.html#{speedup.chart_id(r['workload'], r['family'])}"}
 
 
 def _inaccurate(table: pd.DataFrame) -> dict[str, Any] | None:
