@@ -64,78 +64,85 @@ def throughput_charts(table: pd.DataFrame) -> list[Chart]:
     fields = [f for f in SERIES if f in ok] + [f for f in ("engine", "scaling") if f in ok and ok[f].nunique() > 1]
     charts = []
     for hw in hardware:
-        t = f"{title} — {hw}"
         sub = ok[ok["hardware"].astype(str).eq(hw)]
-        if sub.empty:
-            charts.append(empty_chart(throughput_id(hw), t))
-            continue
-        # Normally one point per key; if several sweeps measured it, take their median (and widest band).
-        sub = sub.assign(**{c: pd.to_numeric(sub[c], errors="coerce") if c in sub else float("nan")
-                            for c in (TPUT, f"{TPUT}_p10", f"{TPUT}_p90", f"{TPUT}_n")})
-        varying, fixed = split_fields(sub, fields)
-        data = sub.groupby([*fields, "batch_size"], dropna=False, sort=True).agg(
-            tput=(TPUT, "median"), p10=(f"{TPUT}_p10", "min"), p90=(f"{TPUT}_p90", "max"),
-            n=(f"{TPUT}_n", "sum"), n_known=(f"{TPUT}_n", "count"), points=(TPUT, "size")).reset_index()
-        data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
-        data["series"] = label(data, varying) if varying else "all points"
-        legend = legend_title(varying)
-        keep = ["series", "batch_size", "tput", "p10", "p90", "n", "points"]
-        data = data[[c for c in keep if c in data]]
-        best = data.loc[data["tput"].idxmax()]
-        n_points = len(data)
-        data, shown, total = limit_series(data, "tput", ["series"])
-
-        x = alt.X("batch_size:Q", title="Batch size (sequences per generate call, log₂ scale)",
-                  scale=alt.Scale(type="log", base=2),
-                  axis=alt.Axis(values=sorted(int(b) for b in data["batch_size"].unique()), format="d"))
-        y = alt.Y("tput:Q", title="Output throughput, median (tokens/s)", scale=alt.Scale(zero=True))
-        tooltip = [alt.Tooltip("series:N", title=legend), alt.Tooltip("batch_size:Q", title="batch"),
-                   alt.Tooltip("tput:Q", title="median tok/s", format=",.4~g"),
-                   alt.Tooltip("p10:Q", title="p10 tok/s", format=",.4~g"),
-                   alt.Tooltip("p90:Q", title="p90 tok/s", format=",.4~g"),
-                   alt.Tooltip("n:Q", title="repeats (n)")]
-        marks = series_marks("series", legend)
-        base = alt.Chart()   # the layers inherit the values from alt.layer below, embedded once
-        lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"))
-        dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
-        band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
-                                                                 stroke=series_stroke("series"), tooltip=tooltip)
-        layers = [band, lines, dots]
         pub = pub_all[pub_all["hardware"].astype(str).str.lower().eq(hw.lower())] if len(pub_all) else pub_all
         pub = pub.dropna(subset=["throughput_out_tok_s"]) if len(pub) else pub
-        subtitle = (f"one line per {legend}" + (f"; all points: {fixed}" if fixed else "")
-                    + "; bars: p10–p90 over the repeats")
-        if len(pub):
-            pdata = pd.DataFrame({
-                "published": "published: LLM-Inference-Bench (" + pub["engine"].astype(str) + ")",
-                "batch_size": pub["batch_size"].astype(int), "tput": pub["throughput_out_tok_s"].astype(float),
-                "total": pub["throughput_total_tok_s"].astype(float),
-                "config": (pub["model"].astype(str) + " · " + pub["shape"].astype(str) + " · "
-                           + pub["cards"].astype(int).astype(str) + " card(s)")})
-            # black and greys on their own stroke scale: the series keep colour + shape and one legend
-            layers.append(alt.Chart(alt.Data(values=records(pdata))).mark_point(
-                shape="diamond", filled=False, size=90, strokeWidth=2).encode(
-                x=x, y=alt.Y("tput:Q"),
-                stroke=alt.Stroke("published:N", title="published reference",
-                                  legend=alt.Legend(labelLimit=360, symbolType="diamond"),
-                                  scale=alt.Scale(range=["#000000", "#777777", "#444444", "#aaaaaa"])),
-                tooltip=[alt.Tooltip("published:N", title="source"), alt.Tooltip("config:N", title="config"),
-                         alt.Tooltip("batch_size:Q", title="batch"),
-                         alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
-                         alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")]))
-            subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
-        # the published marks have their own stroke colours and legend
-        resolve = alt.Resolve(scale=alt.ScaleResolveMap(stroke="independent")) if len(pub) else alt.Undefined
-        chart = alt.layer(*layers, data=alt.Data(values=records(data)), width=WIDTH, height=HEIGHT,
-                          title=alt.Title(t, subtitle=subtitle), resolve=resolve, config=CONFIG)
-        summary = (f"highest median: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
-                   f"{int(best['batch_size'])}{_spread(best)}; "
-                   f"{total} series, {n_points} points." + series_note(shown, total)
-                   + fill_hint(data["batch_size"], "batch size", "workload.batch_size=1,4,16"))
-        if len(pub):
-            summary += f" {len(pub)} published reference point{'s' if len(pub) != 1 else ''} overlaid."
-        charts.append(Chart(throughput_id(hw), t, summary, to_spec(chart)))
+        charts.append(_throughput_chart(sub, hw, fields, pub, f"{title} — {hw}") if len(sub) else
+                      empty_chart(throughput_id(hw), f"{title} — {hw}"))
     return charts
+
+
+def _throughput_chart(sub: pd.DataFrame, hw: str, fields: list[str], pub: pd.DataFrame, t: str) -> Chart:
+    """One hardware's throughput against batch size, a line per series, with the published points of `pub`."""
+    # Normally one point per key; if several sweeps measured it, take their median (and widest band).
+    sub = sub.assign(**{c: pd.to_numeric(sub[c], errors="coerce") if c in sub else float("nan")
+                        for c in (TPUT, f"{TPUT}_p10", f"{TPUT}_p90", f"{TPUT}_n")})
+    varying, fixed = split_fields(sub, fields)
+    data = sub.groupby([*fields, "batch_size"], dropna=False, sort=True).agg(
+        tput=(TPUT, "median"), p10=(f"{TPUT}_p10", "min"), p90=(f"{TPUT}_p90", "max"),
+        n=(f"{TPUT}_n", "sum"), n_known=(f"{TPUT}_n", "count"), points=(TPUT, "size")).reset_index()
+    data["n"] = data["n"].where(data.pop("n_known") > 0)   # unknown, not 0, where no point recorded n
+    data["series"] = label(data, varying) if varying else "all points"
+    legend = legend_title(varying)
+    keep = ["series", "batch_size", "tput", "p10", "p90", "n", "points"]
+    data = data[[c for c in keep if c in data]]
+    best = data.loc[data["tput"].idxmax()]
+    n_points = len(data)
+    data, shown, total = limit_series(data, "tput", ["series"])
+
+    x = alt.X("batch_size:Q", title="Batch size (sequences per generate call, log₂ scale)",
+              scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(values=sorted(int(b) for b in data["batch_size"].unique()), format="d"))
+    y = alt.Y("tput:Q", title="Output throughput, median (tokens/s)", scale=alt.Scale(zero=True))
+    tooltip = [alt.Tooltip("series:N", title=legend), alt.Tooltip("batch_size:Q", title="batch"),
+               alt.Tooltip("tput:Q", title="median tok/s", format=",.4~g"),
+               alt.Tooltip("p10:Q", title="p10 tok/s", format=",.4~g"),
+               alt.Tooltip("p90:Q", title="p90 tok/s", format=",.4~g"),
+               alt.Tooltip("n:Q", title="repeats (n)")]
+    marks = series_marks("series", legend)
+    base = alt.Chart()   # the layers inherit the values from alt.layer below, embedded once
+    lines = base.mark_line().encode(x=x, y=y, stroke=series_stroke("series"), detail=alt.Detail("series:N"))
+    dots = base.mark_point(size=60, filled=True, opacity=1).encode(x=x, y=y, **marks, tooltip=tooltip)
+    band = base.mark_rule(opacity=0.6, strokeWidth=2).encode(x=x, y=alt.Y("p10:Q"), y2=alt.Y2("p90:Q"),
+                                                             stroke=series_stroke("series"), tooltip=tooltip)
+    layers = [band, lines, dots]
+    subtitle = (f"one line per {legend}" + (f"; all points: {fixed}" if fixed else "")
+                + "; bars: p10–p90 over the repeats")
+    if len(pub):
+        layers.append(_published_layer(pub, x))
+        subtitle += "; hollow marks: published LLM-Inference-Bench points (output share of in+out tok/s)"
+    # the published marks have their own stroke colours and legend
+    resolve = alt.Resolve(scale=alt.ScaleResolveMap(stroke="independent")) if len(pub) else alt.Undefined
+    chart = alt.layer(*layers, data=alt.Data(values=records(data)), width=WIDTH, height=HEIGHT,
+                      title=alt.Title(t, subtitle=subtitle), resolve=resolve, config=CONFIG)
+    summary = (f"highest median: {fmt_num(best['tput'])} tok/s on {hw}, {best['series']} at batch "
+               f"{int(best['batch_size'])}{_spread(best)}; "
+               f"{total} series, {n_points} points." + series_note(shown, total)
+               + fill_hint(data["batch_size"], "batch size", "workload.batch_size=1,4,16"))
+    if len(pub):
+        summary += f" {len(pub)} published reference point{'s' if len(pub) != 1 else ''} overlaid."
+    return Chart(throughput_id(hw), t, summary, to_spec(chart))
+
+
+def _published_layer(pub: pd.DataFrame, x) -> alt.Chart:
+    """The published LLM-Inference-Bench points as hollow diamonds, in black and greys on a stroke scale of their
+    own: the series keep colour + shape and one legend."""
+    pdata = pd.DataFrame({
+        "published": "published: LLM-Inference-Bench (" + pub["engine"].astype(str) + ")",
+        "batch_size": pub["batch_size"].astype(int), "tput": pub["throughput_out_tok_s"].astype(float),
+        "total": pub["throughput_total_tok_s"].astype(float),
+        "config": (pub["model"].astype(str) + " · " + pub["shape"].astype(str) + " · "
+                   + pub["cards"].astype(int).astype(str) + " card(s)")})
+    return alt.Chart(alt.Data(values=records(pdata))).mark_point(
+        shape="diamond", filled=False, size=90, strokeWidth=2).encode(
+        x=x, y=alt.Y("tput:Q"),
+        stroke=alt.Stroke("published:N", title="published reference",
+                          legend=alt.Legend(labelLimit=360, symbolType="diamond"),
+                          scale=alt.Scale(range=["#000000", "#777777", "#444444", "#aaaaaa"])),
+        tooltip=[alt.Tooltip("published:N", title="source"), alt.Tooltip("config:N", title="config"),
+                 alt.Tooltip("batch_size:Q", title="batch"),
+                 alt.Tooltip("tput:Q", title="output tok/s (derived)", format=",.4~g"),
+                 alt.Tooltip("total:Q", title="published total (in+out) tok/s", format=",.4~g")])
 
 
 # --------------------------------------------------------------------------- latency, energy, roofline
