@@ -9,7 +9,7 @@ import pytest
 from jobs import files, finish
 from report import build
 from tests.test_hardening import _cli
-from tests.test_hardening5_report import sweep_dir  # noqa: F401  (the fixture)
+from tests.test_report_links_and_credentials import sweep_dir  # noqa: F401  (the fixture)
 
 # --------------------------------------------------------------------------- a report over a user's own page
 

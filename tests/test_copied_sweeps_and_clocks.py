@@ -18,7 +18,7 @@ from jobs import records, status, store, watchdog
 from jobs.manifest import Manifest
 from jobs.schedulers import NotHere, local
 from tests.test_hardening import ENV, _points, _record, sweep
-from tests.test_hardening4_records import _judged
+from tests.test_record_judge import _judged
 
 IDS = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
 
