@@ -596,3 +596,18 @@ def test_a_failing_downstream_evaluation_keeps_the_measurements(tiny_sweep, make
     res = quantize.run(cfg, ctx)
     assert res.status == "ok" and res.samples["perplexity"] and res.samples["compression_x"]
     assert "downstream_acc" not in res.samples and res.info["downstream_error"]
+
+
+def test_the_assignment_chosen_for_a_perplexity_target_or_why_none_is():
+    from jobs.workloads import quantize
+
+    path = [{"a": 8}, {"a": 6}, {"a": 4}]   # ever more compressed; perplexity grows along it
+    ppl = {8: 10.1, 6: 10.5, 4: 12.0}
+    wl = {"target_kind": "perplexity", "target": 10.6, "assign": "budgeted"}
+    score = lambda a: {"perplexity": ppl[a["a"]]}
+    assert quantize._choose(wl, None, path, {"perplexity": 10.0}, score) == {"a": 6}
+    assert quantize._choose({**wl, "target": None}, None, path, {"perplexity": 10.0}, score) == {"a": 8}
+    why = quantize._choose({**wl, "target": 10.05}, None, path, {"perplexity": 10.0}, score)
+    assert why == "no assignment on the budgeted path is within perplexity 10.05 (unquantized: 10); raise the target"
+    assert "below the unquantized model's 10" in quantize._choose({**wl, "target": 9}, None, path,
+                                                                  {"perplexity": 10.0}, score)

@@ -182,45 +182,25 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     cost_kind, cost, feature = sensitivity.costs(smap)
     prob = assignment.Problem(units=[u.name for u in us], numel=[u.numel for u in us], bits=bits,
                               stored=[{b: u.storage_bits(b, g) for b in bits} for u in us], cost=cost)
-    labels = None
-    if wl["assign"] == "budgeted":
-        path = assignment.budgeted_path(prob)
-    else:
-        path, labels = assignment.kmeans_path(prob, feature, wl["clusters"], cfg["seed"], wl["cluster_bits"])
+    path, labels = ((assignment.budgeted_path(prob), None) if wl["assign"] == "budgeted" else
+                    assignment.kmeans_path(prob, feature, wl["clusters"], cfg["seed"], wl["cluster_bits"]))
     by_name = {u.name: u for u in us}
 
     def score(a: dict[str, int]) -> dict[str, float]:
         with fakequant.applied(model, {by_name[n]: b for n, b in a.items()}, group_size=g, policy=True):
             return scorer.score()
 
-    try:
-        if wl["target"] is None:
-            chosen = path[0]
-        elif wl["target_kind"] == "perplexity":   # measured along the path (bisection)
-            chosen = assignment.within_perplexity(path, base["perplexity"], wl["target"],
-                                                  lambda a: score(a)["perplexity"])
-            if chosen is None:
-                return Result(samples={}, status="failed", info={"sensitivity_map": json.dumps(smap)},
-                              error=f"no assignment on the {wl['assign']} path is within perplexity "
-                                    f"{wl['target']:g} (unquantized: {base['perplexity']:.4g}); raise the target")
-        else:
-            chosen = (assignment.for_compression if wl["target_kind"] == "compression" else assignment.for_bits)(
-                prob, path, wl["target"])
-    except assignment.TargetError as exc:
-        return Result(samples={}, status="failed", error=str(exc),
+    chosen = _choose(wl, prob, path, base, score)
+    if isinstance(chosen, str):
+        return Result(samples={}, status="failed", error=chosen,
                       info={"sensitivity_map": json.dumps(smap), "perplexity_fp": base["perplexity"]})
 
     stored, fp32 = fakequant.model_bits(model, us, chosen, g)
     info: dict[str, Any] = {**facts, "units": len(us), "weights_quantized": sum(prob.numel),
                             "parameters": sum(p.numel() for p in model.parameters()),
-                            "sensitivity_map": json.dumps(smap), "assignment": json.dumps(chosen),
-                            "cost": cost_kind, "predicted_cost": prob.predicted(chosen),
-                            "eval_tokens_scored": scorer.tokens,
-                            "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32"}
-    if labels is not None:
-        info["clusters"] = json.dumps(dict(zip(prob.units, labels)))
-    for b in bits:
-        info[f"units_at_{b}bit"] = sum(1 for v in chosen.values() if v == b)
+                            "sensitivity_map": json.dumps(smap), "cost": cost_kind, "eval_tokens_scored": scorer.tokens,
+                            "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32",
+                            **_assignment_info(prob, chosen, labels)}
 
     device = cfg.get("device_override") or cfg["hardware"]["device"]
     held = None
@@ -246,15 +226,43 @@ def run(cfg: dict[str, Any], ctx) -> Result:
             else:
                 info["downstream"] = json.dumps(acc)
                 samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
+    if timed is None:   # not rank 0
+        return Result(samples={})
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
                    ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
                    compression_x=[prob.compression(chosen)], avg_bits=[prob.avg_bits(chosen)],
                    compression_model_x=[fp32 / stored], stored_mb=[stored / 8 / 1e6], memory_mb=[memory / 1e6])
     if held is not None:
         samples["compression_held_x"] = [held]
-    if timed is None:   # not rank 0
-        return Result(samples={})
     return Result(samples=samples, info=info)
+
+
+def _choose(wl: dict[str, Any], prob, path: list[dict[str, int]], base: dict[str, float],
+            score) -> dict[str, int] | str:
+    """The assignment on `path` that meets the workload's target (none: the first), or why none does."""
+    try:
+        if wl["target"] is None:
+            return path[0]
+        if wl["target_kind"] == "perplexity":   # measured along the path (bisection)
+            chosen = assignment.within_perplexity(path, base["perplexity"], wl["target"],
+                                                  lambda a: score(a)["perplexity"])
+            return chosen if chosen is not None else (
+                f"no assignment on the {wl['assign']} path is within perplexity {wl['target']:g} (unquantized: "
+                f"{base['perplexity']:.4g}); raise the target")
+        pick = assignment.for_compression if wl["target_kind"] == "compression" else assignment.for_bits
+        return pick(prob, path, wl["target"])
+    except assignment.TargetError as exc:
+        return str(exc)
+
+
+def _assignment_info(prob, chosen: dict[str, int], labels) -> dict[str, Any]:
+    """The record's facts of the chosen assignment: itself, its predicted cost, the units per bit width and (k-means)
+    each unit's cluster."""
+    info: dict[str, Any] = {"assignment": json.dumps(chosen), "predicted_cost": prob.predicted(chosen),
+                            **{f"units_at_{b}bit": sum(1 for v in chosen.values() if v == b) for b in prob.bits}}
+    if labels is not None:
+        info["clusters"] = json.dumps(dict(zip(prob.units, labels)))
+    return info
 
 
 def _downstream(model, cfg: dict[str, Any]) -> dict[str, dict[str, float]]:
