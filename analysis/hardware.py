@@ -13,8 +13,8 @@ point measured once, as a serving load is, gives no interval); a hardware is "ah
 whole interval is above 1, "behind" where it is below, "no clear difference" where it holds 1. An interval above
 or below 1 is "unconfirmed" where either point did not reach its noise target or shared its cores with other
 processes (uncertain()): the interval is over each point's repeats, and such a point's median moves between runs by
-more than that (the same CPU under three hardware names, measured one point after another on a busy 2-core
-machine, gave 0.89x to 1.36x between points that had not settled). Beside it: the
+more than that (the same CPU under three hardware names, measured one point after another on a 2-core VM, gave
+0.75x to 1.47x over four sweeps, mostly between points that had not settled). Beside it: the
 ratio of work per unit of cost (the throughput ratio x the baseline's card-hour price / the hardware's, where both
 are priced in one currency; its interval scaled alike), of work per joule (the workload's metric in work/J) and of
 each latency the workload's overview lists (lower is better: below 1, the hardware answers faster). Per card, the

@@ -4,7 +4,8 @@ ACCELSWEEP_INJECT_SLOWDOWN="h100=1.25[,a100=1.1]" makes every point of the named
 run on a device whose work takes that factor as long: at each device synchronization (the honest clock reads
 every in-process workload makes around its timed work) the process spins (factor - 1) x the time since the
 previous one, busy on its core as a device's default synchronize is (a sleep would be undone by the scheduler,
-which favours a waking task over a busy neighbour on the same core). The workload's own clock then measures the slowdown; nothing is written into a record by hand.
+which favours a waking task over a busy neighbour on the same core). The workload's own clock then measures the
+slowdown; nothing is written into a record by hand.
 A factor of 1.25 is 20 % less throughput. Engines with processes of their own (vLLM, a serving server) are not
 slowed.
 
