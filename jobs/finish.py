@@ -15,16 +15,6 @@ FINGERPRINT = ".report-fingerprint"   # in the sweep dir: the records the curren
 _loading: threading.Thread | None = None   # prepare()'s
 
 
-def idle_priority() -> None:
-    """The calling thread runs only on a core no other task wants (Linux SCHED_IDLE; this thread alone): a point
-    that starts on the core it was left while the loading goes on gets the whole core."""
-    if hasattr(os, "SCHED_IDLE"):
-        try:
-            os.sched_setscheduler(threading.get_native_id(), os.SCHED_IDLE, os.sched_param(0))
-        except OSError:
-            pass
-
-
 def _load() -> None:
     try:
         from report.build import vega_bundle
@@ -41,15 +31,13 @@ def prepare(workers: list[list]) -> None:
     """Load what the report stage needs (the Vega bundle, pandas, altair, the pages: about 3 s of one core) in a
     background thread while a worker starts (imports torch, builds its model), instead of after the last point;
     once per process. Only where a core is left over by the running `workers` (the points of each; a worker's
-    ranks run on pinned cores), at idle priority, so that the loading does not take a core a measurement uses: a
-    2-card point that began on the free core while the loading went on measured 30 % below its twins."""
+    ranks run on pinned cores), so that the loading does not take a core a measurement uses."""
     global _loading
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     busy = sum(max((p.params.get("cpu_threads_per_rank") or cores) * p.resources.tasks_per_node for p in pts)
                for pts in workers if pts)
     if _loading is None and cores > busy:
-        _loading = threading.Thread(target=lambda: (idle_priority(), _load()), name="accelsweep-report-load",
-                                    daemon=True)
+        _loading = threading.Thread(target=_load, name="accelsweep-report-load", daemon=True)
         _loading.start()
 
 

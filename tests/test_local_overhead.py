@@ -49,15 +49,6 @@ def test_report_loads_beside_a_starting_worker_only_on_a_free_core(loads, thread
     assert len(loads) == (1 if loaded else 0)
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling policies only")
-def test_the_loading_thread_runs_at_idle_priority_and_the_process_does_not(loads, monkeypatch):
-    policies = []
-    monkeypatch.setattr(finish, "_load", lambda: policies.append(os.sched_getscheduler(threading.get_native_id())))
-    finish.prepare([[_point(1)]])
-    finish._loading.join()
-    assert policies == [os.SCHED_IDLE] and os.sched_getscheduler(0) != os.SCHED_IDLE
-
-
 def test_the_local_scheduler_says_which_workers_run_as_each_starts(tmp_path, monkeypatch):
     from jobs.schedulers import local
 
