@@ -191,7 +191,8 @@ def _ratios(rows: pd.DataFrame, ms: MetricSet, baseline: str, i: np.ndarray, j: 
         lo, hi = ratio_intervals(samples[i[both]], samples[j[both]], np.ones(len(both)))
         out.loc[both, "lo"], out.loc[both, "hi"] = lo, hi
     shaky = uncertain(rows)
-    out["verdict"] = verdicts(out["lo"], out["hi"], shaky[i] | shaky[j])
+    out["uncertain"] = shaky[i] | shaky[j]
+    out["verdict"] = verdicts(out["lo"], out["hi"], out["uncertain"].to_numpy())
     factor = _price_factor(rows, i, j)
     out["cost_ratio"], out["cost_lo"], out["cost_hi"] = (out["ratio"] * factor, out["lo"] * factor,
                                                          out["hi"] * factor)

@@ -26,7 +26,6 @@ from analysis.hardware import (
     HardwareComparison,
     compare_hardware,
     summary,
-    uncertain,
 )
 from jobs import workloads
 from jobs.metrics import MetricSet, label_words
@@ -90,7 +89,7 @@ def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Secti
     if pairs.empty:
         return None
     keys = [k for k in param_keys(table, ms) if k not in ("device_override", "model_init")]
-    wanted = [col for col in dict.fromkeys(["hardware", "device_override", "stable", "cores_shared", *FIRST,
+    wanted = [col for col in dict.fromkeys(["hardware", "device_override", *FIRST,
                                             *ms.labels, *ms.varied, *keys]) if col in table]
     mine, theirs = table.loc[pairs["row"], wanted], table.loc[pairs["base_row"], wanted]   # not every column
     fields = workload_fields(pd.concat([mine, theirs]), ms, FIRST, skip=("hardware",))
@@ -102,7 +101,7 @@ def _section(table: pd.DataFrame, c: HardwareComparison, ms: MetricSet) -> Secti
                          comparison=np.where(pairs["like"].astype(bool), LIKE, UNLIKE))
     pairs = pairs.reset_index(drop=True)   # summaries per hardware as shown ("gaudi3 (override: cpu)")
     return Section(ms, pairs, summary(pairs.assign(hardware=pairs["name"])), c.latency.get(ms.workload, []),
-                   int((uncertain(mine) | uncertain(theirs)).sum()))
+                   int(pairs["uncertain"].sum()))
 
 
 def config_names(rows: pd.DataFrame, fields: list[str], keys: list[str]) -> np.ndarray:
