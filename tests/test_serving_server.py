@@ -2,6 +2,7 @@
 child of its own): readiness, the log tail on failure, and that no process outlives its point."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs import engines
 from jobs.workloads.serving import server as srv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +110,7 @@ def test_no_server_outlives_a_worker_killed_with_sigkill(tmp_path):
         worker.kill()
 
 
-def test_launch_specs_fill_their_templates_and_refuse_what_they_cannot():
+def test_launch_specs_fill_their_templates_and_refuse_what_they_cannot(monkeypatch):
     argv = srv.command("vllm", model="/m", name="tiny", port=9, tp=2, dtype="bfloat16", extra="--enforce-eager",
                        python="py")
     assert argv == ["py", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "--served-model-name", "tiny",
@@ -116,7 +118,10 @@ def test_launch_specs_fill_their_templates_and_refuse_what_they_cannot():
                     "--enforce-eager"]
     assert "--tensor-parallel-size" not in srv.command("vllm", model="/m", name="t", port=9)
     assert srv.command("tgi", model="/m", name="t", port=9, tp=4)[-2:] == ["--num-shard", "4"]
-    with pytest.raises(ValueError, match="llamacpp runs on one card"):
-        srv.command("llamacpp", model="/m.gguf", name="t", port=9, tp=2)
-    with pytest.raises(ValueError, match="server engine 'ollama': allowed vllm, sglang, tgi, trtllm, llamacpp"):
+    tgi = engines.SERVED["tgi"]
+    monkeypatch.setitem(engines.SERVED, "onecard", dataclasses.replace(tgi, serve=dataclasses.replace(tgi.serve,
+                                                                                                     tp_flag="")))
+    with pytest.raises(ValueError, match="onecard runs on one card"):
+        srv.command("onecard", model="/m", name="t", port=9, tp=2)
+    with pytest.raises(ValueError, match="server engine 'ollama': allowed vllm, .*sglang, tgi, trtllm"):
         srv.command("ollama", model="/m", name="t", port=9)

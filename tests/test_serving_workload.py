@@ -7,7 +7,7 @@ import types
 import pandas as pd
 import pytest
 
-from jobs import workloads
+from jobs import engines, workloads
 from jobs.workloads import serving
 from jobs.workloads.serving import report, search, server
 
@@ -61,11 +61,8 @@ def test_a_search_whose_client_was_saturated_where_it_missed_the_slos_gives_a_lo
 @pytest.mark.parametrize("overrides, words", [
     (["workload.search=goodput"], "needs workload.mode=rate"),
     (["workload.level=1.5"], "whole number of requests in flight"),
-    (["workload.engine=tgi"], "needs a checkpoint"),
     (["workload.engine=trtllm"], "does not run on cpu devices"),
-    (["workload.engine=llamacpp", "cards=2"], "serves from one card"),
-    (["workload.engine=llamacpp"], "takes text prompts only"),
-    (["precision=int8"], "runs fp32, bf16, fp16"),
+    (["precision=int8"], "server engine vllm serves fp32, bf16, fp16, fp8"),
     (["cards=65"], "one server on one node"),
     (["workload.shape=128x4000"], "max_position_embeddings=4096"),
     (["workload.endpoint=localhost:8000"], "must be a URL"),
@@ -128,7 +125,7 @@ def test_prometheus_samples_are_summed_over_labels_and_counted_over_the_load():
              'vllm:generation_tokens_total{model_name="m"}': 356.0, 'vllm:num_requests_waiting{a="1"}': 2.0,
              'vllm:num_requests_waiting{a="2"}': 1.0}
     assert server.by_name(after)["vllm:num_requests_waiting"] == 3.0
-    assert server.counter_deltas(before, after) == {"server_preemptions": 2.0, "server_generation_tokens": 256.0}
+    assert server.counter_deltas(before, after, engines.SERVED["vllm"].serve.counters) == {"server_preemptions": 2.0, "server_generation_tokens": 256.0}
 
 
 def test_a_probe_meets_the_slos_only_with_every_request_answered():

@@ -15,11 +15,11 @@ import socket
 import time
 from typing import Any
 
-from jobs import accuracy, config_schema, inject, measure, model_math, noise
+from jobs import accuracy, config_schema, engines, inject, measure, model_math, noise
+from jobs.engines.vllm.settings import memory_utilization
 from jobs.workloads import Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
-from . import engines
 from .metrics import METRICS
 from .metrics import repeat as repeat_metrics
 from .options import OPTIONS
@@ -52,8 +52,6 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
 def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
     """The vllm block as measured: the Gaudi settings only on hpu, gpu_memory_utilization=null as the value it
     stands for (so the ids of vllm points from before both keys stay)."""
-    from jobs.vllm_settings import memory_utilization
-
     out = {k: v for k, v in block.items() if k != "hpu" or device == "hpu"}
     if out.get("pipeline_parallel_size") == 1:   # the default: ids from before the key stay
         del out["pipeline_parallel_size"]
@@ -286,8 +284,8 @@ class _Built:
 def _unsupported(cfg: dict[str, Any], exc: ImportError) -> Result:
     name = engines.resolve(cfg)[0]
     device = cfg.get("device_override") or cfg["hardware"]["device"]
-    other = engines.ALTERNATIVE.get(device)
-    instead = f"; or measure another engine, named as such: workload.engine={other}" if other and other != name else ""
+    other = engines.fallback(name, device)
+    instead = f"; or measure another engine, named as such: workload.engine={other}" if other else ""
     return Result(samples={}, status="unsupported", info={"engine_missing": name}, error_type="EngineMissing",
                   error=f"{exc} (on {socket.gethostname()}){instead}")
 

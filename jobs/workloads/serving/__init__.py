@@ -15,23 +15,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from jobs import accuracy, config_schema, inject, measure, noise
-from jobs.vllm_settings import cpu_environment, hpu_environment
+from jobs import accuracy, config_schema, engines, inject, measure, noise
 from jobs.workloads import Also, Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
 from . import dataset as datasets
-from . import gate, requests_file
 from . import load as loads
+from . import requests_file
 from . import server as servers
 from .metrics import METRICS, SLO_PRESETS, Slo, summary
 from .options import OPTIONS
 from .search import highest_rate
 
-# Device kinds each server's spec is known to run on (vLLM's by its platforms; the others by their docs).
-DEVICES = {"vllm": ("cuda", "rocm", "hpu", "cpu"), "sglang": ("cuda", "rocm"), "tgi": ("cuda", "rocm", "hpu"),
-           "trtllm": ("cuda",), "llamacpp": ("cpu", "cuda", "rocm")}
-FLOATS = ("fp32", "bf16", "fp16")
 PLAN_LINES = 10_000   # lines of a dataset checked at plan time (the rest when the point reads it)
 
 
@@ -76,25 +71,20 @@ def check(cfg: dict[str, Any]) -> list[str]:
         if not re.match(r"^https?://[^/\s]+", wl["endpoint"]):
             problems.append(f"workload.endpoint={wl['endpoint']!r} must be a URL like http://host:8000")
         return problems
-    if device not in DEVICES[engine]:
+    launch = engines.SERVED[engine].serve
+    if device not in launch.devices:
         problems.append(f"server engine {engine} does not run on {device} devices (it runs on: "
-                        f"{', '.join(DEVICES[engine])})")
+                        f"{', '.join(launch.devices)})")
     if int(cfg["cards"]) > int(cfg["hardware"]["cards_per_node"]):
         problems.append(f"cards={cfg['cards']}: a serving point runs one server on one node (at most "
                         f"{cfg['hardware']['cards_per_node']} cards of {cfg['hardware']['name']}); a server over "
                         "several nodes (vLLM's --nnodes with --headless servers on the other nodes) is not built "
                         "yet: workload=inference runs vLLM over several nodes offline")
-    if int(cfg["cards"]) > 1 and not servers.SPECS[engine].tp_flag:
+    if int(cfg["cards"]) > 1 and not launch.tp_flag:
         problems.append(f"server engine {engine} serves from one card; cards={cfg['cards']} needs one with tensor "
-                        f"parallel ({', '.join(e for e, s in servers.SPECS.items() if s.tp_flag)})")
-    if precision not in FLOATS and not (precision == "fp8" and engine == "vllm"):
-        problems.append(f"precision={precision}: the serving workload runs {', '.join(FLOATS)} (and fp8 on vllm)")
-    if engine == "llamacpp" and wl["dataset"] is None:
-        problems.append("server engine llamacpp takes text prompts only (llama-cpp-python's server refuses token ids): "
-                        "give workload.dataset=<a JSONL of prompts>")
-    if cfg["model"]["init"] != "pretrained" and engine != "vllm":
-        problems.append(f"server engine {engine} needs a checkpoint: model.init=pretrained model.path=DIR (random "
-                        "weights without one only on vllm, load_format=dummy)")
+                        f"parallel ({', '.join(e for e, s in engines.SERVED.items() if s.serve.tp_flag)})")
+    if precision not in launch.precisions:
+        problems.append(f"precision={precision}: server engine {engine} serves {', '.join(launch.precisions)}")
     max_pos = cfg["model"]["config"].get("max_position_embeddings")
     if inp and out and max_pos and inp + out > max_pos:
         problems.append(f"input+output={inp + out} tokens exceeds model {cfg['model']['name']}'s "
@@ -133,44 +123,41 @@ def served_name(cfg: dict[str, Any]) -> str:
 
 
 def server_args(cfg: dict[str, Any], model_dir: str, dummy: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
-    """(Server.start keywords, environment) for the point's server: its engine's spec filled in, vLLM's flags;
-    `dummy`: a random-weight model's weights are vLLM's own (else model_dir holds them)."""
-    wl, device = cfg["workload"], _device(cfg)
-    extra = [str(a) for a in wl["server_args"]]
-    env: dict[str, str] = {}
-    if wl["engine"] == "vllm":
-        v = wl["vllm"]
-        if cfg["model"]["init"] != "pretrained":
-            extra += ["--load-format", "dummy", "--skip-tokenizer-init"] if dummy else ["--skip-tokenizer-init"]
-        extra += ["--seed", str(cfg["seed"])]
-        for flag, value in (("--gpu-memory-utilization", v["gpu_memory_utilization"]),
-                            ("--max-model-len", v["max_model_len"]), ("--max-num-seqs", v["max_num_seqs"])):
-            if value is not None:
-                extra += [flag, str(value)]
-        if v["enforce_eager"]:
-            extra.append("--enforce-eager")
-        if cfg["precision"]["name"] == "fp8":
-            extra += ["--quantization", "fp8"]
-        if device == "cpu":   # the KV cache in host memory (GiB), each rank's threads on its CPU card's cores
-            env = {"VLLM_CPU_KVCACHE_SPACE": "1", **cpu_environment(int(cfg["cards"]))}
-        elif device == "hpu":
-            env = hpu_environment({})
+    """(Server.start keywords, environment) for the point's server: its engine's launch spec filled in, with the
+    engine's own flags (base.Launch.args) before workload.server_args; `dummy`: a random-weight model's weights are
+    the engine's own (else model_dir holds them)."""
+    wl, launch = cfg["workload"], _launch(cfg)
+    own, env = launch.args(cfg, model_dir, dummy) if launch.args else ([], {})
+    extra = own + [str(a) for a in wl["server_args"]]
     kw = {"model": model_dir, "name": served_name(cfg), "tp": int(cfg["cards"]), "dtype": cfg["precision"]["dtype"],
           "extra": extra, "python": wl["server_python"] or None}
     return {k: v for k, v in kw.items() if v is not None}, env
 
 
+def _launch(cfg: dict[str, Any]):
+    return engines.SERVED[cfg["workload"]["engine"]].serve
+
+
 def _server_key(cfg: dict[str, Any]) -> str:
     wl = cfg["workload"]
     return json.dumps(["serving", cfg["model"], cfg["precision"], cfg["cards"], cfg["seed"], _device(cfg),
-                       wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl["vllm"],
-                       _seeded(cfg), _logit_noise(cfg)], sort_keys=True, default=str)
+                       wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl.get(wl["engine"]),
+                       _seeded(cfg), _logit_noise(cfg), _own_args(cfg)], sort_keys=True, default=str)
+
+
+def _own_args(cfg: dict[str, Any]) -> list[str]:
+    """The engine's own flags for the point (they may follow the load: llama.cpp's slots), so that a server started
+    with other ones is not reused."""
+    launch = _launch(cfg)
+    return launch.args(cfg, "", False)[0] if launch.args else []
 
 
 def _seeded(cfg: dict[str, Any]) -> bool:
-    """Whether the server loads the seeded weights the accuracy gate's reference has (vLLM, random init, gate on)."""
-    return (cfg["workload"]["engine"] in gate.CHECKED and cfg["model"]["init"] != "pretrained"
-            and accuracy.setting(cfg) != "off")
+    """Whether a random-weight point's server loads the seeded weights (the accuracy gate's reference's): where
+    the gate checks the engine, or the engine cannot draw weights itself (base.Launch.dummy_weights)."""
+    launch = _launch(cfg)
+    checked = launch.scorer is not None and accuracy.setting(cfg) != "off"
+    return cfg["model"]["init"] != "pretrained" and (checked or not launch.dummy_weights)
 
 
 def _logit_noise(cfg: dict[str, Any]) -> float | None:
@@ -209,6 +196,8 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
 
         tmp = tempfile.TemporaryDirectory(prefix="accelsweep-serving-")
         model_dir = write_random_model(cfg["model"], tmp.name)
+    if (convert := _launch(cfg).model) is not None:
+        model_dir = convert(cfg, model_dir)   # e.g. llama.cpp's GGUF of the point's precision
     kw, env = server_args(cfg, model_dir, dummy=not _seeded(cfg))
     log = Path(ctx.workdir) / "server.log" if ctx.workdir else None
     try:
@@ -261,7 +250,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                             f"log ({server.log}) ends:\n{server.tail()}")
     before = server.scrape()
     figures, also, gathered = point.search() if wl["search"] else point.load()
-    point.info.update(servers.counter_deltas(before, server.scrape()))
+    point.info.update(servers.counter_deltas(before, server.scrape(), _launch(cfg).counters))
     return point.result(figures, also, gathered, checked)
 
 
@@ -323,7 +312,7 @@ class _Point:
         """The one measured load, with the server's gauges sampled and the energy meter read over its window."""
         wl = self.wl
         load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=self.seed)
-        sampler = servers.Sampler(self.server)
+        sampler = servers.Sampler(self.server, _launch(self.cfg).gauges)
         session = measure.Session(self.ctx, noise.Settings(), memory=lambda: None)
         session.start()
         with sampler:
@@ -367,7 +356,7 @@ def _gate(cfg: dict[str, Any], ctx, server, name: str, timeout_s: float) -> dict
     launched = ctx.cache.get(_server_key(cfg))
     if launched is not None and launched.gate is not None:
         return {**launched.gate, "gate": accuracy.setting(cfg), "engine_reused": True}
-    block = gate.check(cfg, server.base_url, name, timeout_s)
+    block = accuracy.gate(cfg, engines.scorer(cfg["workload"]["engine"], server.base_url, name, timeout_s))
     if launched is not None:
         launched.gate = block
     return block

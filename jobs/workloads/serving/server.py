@@ -1,5 +1,5 @@
-"""The server a serving point measures: a launch spec (command template, readiness path, tensor-parallel flag) per
-engine, started in its own process group and stopped with it.
+"""The server a serving point measures: its engine's launch spec (jobs.engines, base.Launch: command template,
+readiness path, tensor-parallel flag, metric names) filled in, started in its own process group and stopped with it.
 
 No server may outlive its point: the server runs under reaper.py, in a process group of its own, and the reaper
 ends that group (the server and what it started, e.g. vLLM's engine core) when the worker's pipe to it closes, which
@@ -18,32 +18,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobs import engines
+
 if TYPE_CHECKING:
     from typing_extensions import Self
-
-
-@dataclass(frozen=True)
-class Spec:
-    command: str          # a template: {python}, {model}, {name}, {host}, {port}, {tp}, {dtype}
-    health: str           # GET path that answers 200 once the server takes requests
-    tp_flag: str = ""     # how the command asks for tensor parallel over {tp} cards ("" = one card only)
-
-
-SPECS = {
-    "vllm": Spec("{python} -m vllm.entrypoints.openai.api_server --model {model} --served-model-name {name} "
-                 "--host {host} --port {port} --dtype {dtype}", "/health", "--tensor-parallel-size {tp}"),
-    "sglang": Spec("{python} -m sglang.launch_server --model-path {model} --served-model-name {name} "
-                   "--host {host} --port {port} --dtype {dtype}", "/health", "--tp {tp}"),
-    "tgi": Spec("text-generation-launcher --model-id {model} --hostname {host} --port {port}", "/health",
-                "--num-shard {tp}"),
-    "trtllm": Spec("trtllm-serve {model} --host {host} --port {port}", "/health", "--tp_size {tp}"),
-    "llamacpp": Spec("{python} -m llama_cpp.server --model {model} --model_alias {name} --host {host} "
-                     "--port {port}", "/v1/models"),
-}
 
 
 class ServerError(RuntimeError):
@@ -59,9 +41,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 def command(engine: str, *, model: str, name: str, port: int, host: str = "127.0.0.1", tp: int = 1,
             dtype: str = "auto", extra: str | list[str] = "", python: str = sys.executable) -> list[str]:
     try:
-        spec = SPECS[engine]
+        spec = engines.SERVED[engine].serve
     except KeyError:
-        raise ValueError(f"server engine {engine!r}: allowed {', '.join(SPECS)}") from None
+        raise ValueError(f"server engine {engine!r}: allowed {', '.join(engines.SERVED)}") from None
     if tp > 1 and not spec.tp_flag:
         raise ValueError(f"server engine {engine} runs on one card; asked for tensor parallel {tp}")
     fields = {"python": python, "model": model, "name": name, "host": host, "port": port, "tp": tp, "dtype": dtype}
@@ -91,8 +73,8 @@ class Server:
     def start(cls, engine: str, *, timeout_s: float = 600.0, env: dict[str, str] | None = None,
               log: Path | None = None, host: str = "127.0.0.1", **kw) -> Server:
         port = free_port(host)
-        server = cls(command(engine, port=port, host=host, **kw), f"http://{host}:{port}", SPECS[engine].health,
-                     env, log)
+        server = cls(command(engine, port=port, host=host, **kw), f"http://{host}:{port}",
+                     engines.SERVED[engine].serve.health, env, log)
         try:
             server.wait_ready(timeout_s)
         except BaseException:
@@ -176,24 +158,18 @@ def by_name(scraped: dict[str, float]) -> dict[str, float]:
     return out
 
 
-# vLLM's counters whose growth over the load is recorded (info.server_<name>); vLLM's own names, V1 engine.
-COUNTERS = {"vllm:num_preemptions_total": "preemptions", "vllm:prompt_tokens_total": "prompt_tokens",
-            "vllm:generation_tokens_total": "generation_tokens", "vllm:request_success_total": "requests_finished"}
-# Gauges sampled during the load (their largest value); the KV-cache gauge was renamed in vLLM 0.10.
-GAUGES = {"vllm:num_requests_waiting": "queue_max", "vllm:num_requests_running": "running_max",
-          "vllm:kv_cache_usage_perc": "kv_cache_usage_max", "vllm:gpu_cache_usage_perc": "kv_cache_usage_max"}
-
-
-def counter_deltas(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+def counter_deltas(before: dict[str, float], after: dict[str, float], counters: Mapping[str, str]) -> dict[str, float]:
+    """The growth of the engine's `counters` (its Prometheus names -> info.server_<short>) between two scrapes."""
     b, a = by_name(before), by_name(after)
-    return {f"server_{short}": a[name] - b.get(name, 0.0) for name, short in COUNTERS.items() if name in a}
+    return {f"server_{short}": a[name] - b.get(name, 0.0) for name, short in counters.items() if name in a}
 
 
 class Sampler:
-    """Scrapes the server's gauges every `every_s` while the load runs (a thread); their largest values."""
+    """Scrapes the server's `gauges` (its Prometheus names -> info.server_<short>) every `every_s` while the load
+    runs (a thread); their largest values."""
 
-    def __init__(self, server, every_s: float = 0.5):
-        self.server, self.every_s = server, every_s
+    def __init__(self, server, gauges: Mapping[str, str], every_s: float = 0.5):
+        self.server, self.gauges, self.every_s = server, gauges, every_s
         self.peaks: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -201,8 +177,8 @@ class Sampler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             for name, value in by_name(self.server.scrape()).items():
-                if name in GAUGES:
-                    short = GAUGES[name]
+                if name in self.gauges:
+                    short = self.gauges[name]
                     self.peaks[short] = max(self.peaks.get(short, value), value)
             self._stop.wait(self.every_s)
 

@@ -41,9 +41,9 @@ from typing import Any
 
 from jobs import accuracy, model_math
 from jobs.models import write_random_model
-from jobs.vllm_settings import across_nodes, cpu_environment, hpu_environment, memory_utilization
 
-from .base import Generation
+from ..base import Generation
+from .settings import across_nodes, cpu_environment, hpu_environment, memory_utilization
 
 _clock = time.time  # vLLM stamps requests with time.time(); all three readings use the same clock
 
@@ -176,7 +176,7 @@ class VLLMEngine:
     def peak_memory_bytes(self) -> None:
         """Not measured: the model lives in vLLM's worker processes, and vLLM reserves
         gpu_memory_utilization of every card up front for the KV cache."""
-        return None
+        return
 
     def info(self) -> dict[str, Any]:
         methods = ",".join(sorted(self.ttft_methods))

@@ -32,8 +32,8 @@ from optimum.habana.transformers.modeling_utils import adapt_transformers_to_gau
 
 from jobs.models import build_causal_lm, parameter_count
 
-from . import _check_fp8_config
-from .base import Generation
+from ..base import Generation
+from . import check_fp8_config
 
 _clock = time.perf_counter  # the clock of optimum-habana's iteration_times
 
@@ -42,7 +42,7 @@ DEFAULTS: dict[str, Any] = {"use_hpu_graphs": True, "lazy_mode": True, "bucket_s
 
 
 def _fp8_config(path: str | None):
-    problems = _check_fp8_config(path)
+    problems = check_fp8_config(path)
     if problems:
         raise ValueError(problems[0])
     from neural_compressor.torch.quantization import FP8Config

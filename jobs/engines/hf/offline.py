@@ -10,7 +10,7 @@ from transformers.generation.streamers import BaseStreamer
 from jobs import accuracy
 from jobs.models import build_causal_lm, parameter_count
 
-from .base import Generation
+from ..base import Generation
 
 
 class _Clock(BaseStreamer):

@@ -1,10 +1,7 @@
-"""The accuracy gate (jobs.accuracy) through the point's own server: the fixed prompts sent to its OpenAI
-/v1/completions as token ids, with vLLM's `prompt_logprobs` (the teacher-forced logprobs of the prompt) and
-`logprobs` of a greedy continuation, token ids instead of text (`return_tokens_as_token_ids`), so that a server
-started without a tokenizer answers too. vLLM's server only: the other engines' servers have no prompt logprobs
-(OpenAI's `echo` with `logprobs` needs a tokenizer, which a random-weight model has not), so their points are
-recorded as not checked. Once per server (the worker's cache keeps it), before the load, outside the measured
-window.
+"""The accuracy gate (jobs.accuracy) through vLLM's server: the fixed prompts sent to its OpenAI /v1/completions
+as token ids, with vLLM's `prompt_logprobs` (the teacher-forced logprobs of the prompt) and `logprobs` of a greedy
+continuation, token ids instead of text (`return_tokens_as_token_ids`), so that a server started without a
+tokenizer answers too. (OpenAI's own `echo` with `logprobs` needs a tokenizer, which a random-weight model has not.)
 """
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from typing import Any
 
 from jobs import accuracy
 
-CHECKED = ("vllm",)   # the servers whose completions give prompt logprobs (vLLM's extension of the OpenAI API)
 _ID = "token_id:"     # how vLLM names a token with return_tokens_as_token_ids
 
 
@@ -58,8 +54,3 @@ def scorer(base_url: str, name: str, timeout_s: float, api_key: str | None = Non
         return out
     return score
 
-
-def check(cfg: dict[str, Any], base_url: str, name: str, timeout_s: float) -> dict[str, Any]:
-    """The record's accuracy block for the point's server (a server this job started, with the seeded weights)."""
-    engine = cfg["workload"]["engine"]
-    return accuracy.gate(cfg, scorer(base_url, name, timeout_s) if engine in CHECKED else None)
