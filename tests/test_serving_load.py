@@ -8,6 +8,7 @@ import json
 import random
 import socket
 import threading
+import time
 
 import pytest
 from aiohttp import web
@@ -323,6 +324,31 @@ def test_a_stream_without_chunked_encoding_ends_with_the_connection():
                        Load("concurrency", 1, requests=2), client_processes=1)
     assert [(r.ok, r.output_tokens, len(r.chunk_times)) for r in got.requests] == [(True, 3, 3)] * 2, got.requests
 
+
+
+@pytest.mark.parametrize("linger_s", [0.0, 0.2])
+def test_a_kept_alive_connection_the_server_closed_is_replaced_not_counted_failed(linger_s):
+    """llama.cpp's server says keep-alive, then closes the connection after a stream: the next request on it gets
+    nothing back (a close or a reset, depending on timing) and goes out again on a new connection."""
+    events = "".join(f'data: {{"choices": [{{"text": "t{i}"}}]}}\n\n' for i in range(3))
+    body = (events + 'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}\n\n'
+            "data: [DONE]\n\n").encode()
+
+    def answer(srv):
+        for _ in range(4):
+            conn, _ = srv.accept()
+            conn.recv(65536)
+            conn.sendall(_chunked(body).replace(b"\r\n\r\n", b"\r\nKeep-Alive: timeout=5, max=100\r\n\r\n", 1))
+            time.sleep(linger_s)   # 0: closed before the client reuses it; 0.2: after its next request went out
+            conn.close()
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        threading.Thread(target=answer, args=(srv,), daemon=True).start()
+        got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 4), 3,
+                       Load("concurrency", 1, requests=4), timeout_s=10, client_processes=1)
+    assert [(r.ok, r.output_tokens, r.error) for r in got.requests] == [(True, 3, None)] * 4
 
 def _chunked(body: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + \

@@ -82,6 +82,10 @@ class Outcome:
     health: Health
 
 
+CLOSED = "the server closed the connection before the answer ended"
+STALE = (CLOSED, "ConnectionResetError", "BrokenPipeError")   # a reused connection the server had closed
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection that carries one streamed request at a time. The response is parsed by
     httptools (llhttp, as in Node and uvicorn) inside the event loop's read callback, and its SSE lines go straight
@@ -123,7 +127,7 @@ class _Connection(asyncio.Protocol):
         if exc is None and self.events is None and self.status == 200:
             self._end(None)   # closed after [DONE]: a body delimited by the connection's end, as HTTP/1.0's
             return
-        self._end(f"{type(exc).__name__}: {exc}" if exc else "the server closed the connection before the answer ended")
+        self._end(f"{type(exc).__name__}: {exc}" if exc else CLOSED)
 
     # httptools' callbacks
     def on_headers_complete(self):
@@ -169,15 +173,27 @@ class _Target:
         while self.idle and conn is None:
             conn = self.idle.pop()
             conn = conn if conn.transport is not None else None
-        if conn is None:
-            loop = asyncio.get_running_loop()
-            _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self.ssl)
+        if conn is not None:
+            try:
+                await self._over(conn, payload, req)
+            except OSError as exc:
+                req.error = f"{type(exc).__name__}: {exc}"
+            if not (conn.status == 0 and not req.chunk_times and str(req.error).startswith(STALE)):
+                return conn
+            # a kept-alive connection the server had closed (llama.cpp's server closes one after a stream although
+            # its headers say keep-alive): nothing came back, so it is sent again on a new one
+            req.error = None
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(_Connection, self.host, self.port, ssl=self.ssl)
+        await self._over(conn, payload, req)
+        return conn
+
+    async def _over(self, conn: _Connection, payload: bytes, req: Request) -> None:
         try:
             await conn.send(self.head + b"%d\r\n\r\n" % len(payload), payload, req)
         except BaseException:
             conn.close()
             raise
-        return conn
 
     async def stream(self, payload: bytes, req: Request) -> None:
         """Send one request (its clock started at req.start) and read its SSE stream to the end."""
