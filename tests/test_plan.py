@@ -49,7 +49,7 @@ def test_rejection_lists_every_problem(make_cfg):
     with pytest.raises(plan.SweepRejected) as err:
         plan.plan(configs)
     text = str(err.value)
-    assert "precision=fp8 is not supported on hardware=cpu (supported: fp32, bf16, fp16)" in text
+    assert "precision=fp8 is not supported on hardware=cpu (supported: fp32, bf16, fp16, int8, int4)" in text
     assert "cards=999" in text and "core(s)" in text
     assert "workload.shape='12by4' is not <input>x<output>" in text
     assert "nothing was submitted" in text

@@ -1,0 +1,41 @@
+"""llama.cpp through PyPI's xllamacpp (a CPU wheel with llama.cpp's own server behind a Python API), the point's
+model written as GGUF with PyPI's `gguf` in the precision's GGUF type (gguf_file.TYPES)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Launch, Spec
+
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4")   # F32, F16, BF16, Q8_0, Q4_0 (gguf_file.TYPES)
+
+
+def model(cfg: dict[str, Any], checkpoint: str) -> str:
+    """The serving point's GGUF, written from its checkpoint (the seeded one for random weights)."""
+    from jobs import accuracy
+
+    from .gguf_file import convert
+
+    return convert(checkpoint, cfg["precision"]["name"], accuracy.cache_root())
+
+
+def server_args(cfg: dict[str, Any], model_dir: str, dummy: bool) -> tuple[list[str], dict[str, str]]:
+    """Slots for the requests in flight (closed loop: `level`; open loop: 16), each of the point's lengths or,
+    with a dataset, the model's context (at most 4096)."""
+    wl = cfg["workload"]
+    slots = int(float(wl["level"])) if wl["mode"] == "concurrency" else 16
+    max_pos = int(cfg["model"]["config"].get("max_position_embeddings") or 4096)
+    length = min(max_pos, 4096) if wl["dataset"] else int(wl["input_tokens"]) + int(wl["output_tokens"]) + 8
+    return ["--parallel", str(slots), "--ctx-per-slot", str(length)], {}
+
+
+SPEC = Spec(
+    "llamacpp", "llama.cpp through xllamacpp: its server in the worker, the batch as concurrent requests to one slot "
+    "each; the GGUF type in `info.gguf_type`", "xllamacpp", ("xllamacpp", "gguf"), "llamacpp",
+    offline=f"{__name__}.offline", devices=("cpu",), precisions=PRECISIONS,
+    serve=Launch("llama.cpp's server through xllamacpp",
+                 "{python} -m jobs.engines.llamacpp.serve --model {model} --alias {name} --host {host} --port {port}",
+                 "/health", ("cpu",), precisions=PRECISIONS, args=server_args, model=model,
+                 scorer=f"{__name__}.gate:scorer",
+                 counters={"llamacpp:prompt_tokens_total": "prompt_tokens",
+                           "llamacpp:tokens_predicted_total": "generation_tokens"},
+                 gauges={"llamacpp:requests_processing": "running_max", "llamacpp:requests_deferred": "queue_max"}))
