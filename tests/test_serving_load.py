@@ -303,17 +303,19 @@ def test_the_requests_file_gives_back_the_same_figures_for_any_slo(serve, tmp_pa
     assert min(r.start for r in back) == 0.0
 
 
+# a whole stream of three one-token chunks, its usage and [DONE]
+THREE_TOKENS = ("".join(f'data: {{"choices": [{{"text": "t{i}"}}]}}\n\n' for i in range(3))
+                + 'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}\n\n'
+                "data: [DONE]\n\n").encode()
+
+
 def test_a_stream_without_chunked_encoding_ends_with_the_connection():
     """An HTTP/1.0-style answer (no length, no chunks: the body ends when the server closes) is read in full."""
-    events = "".join(f'data: {{"choices": [{{"text": "t{i}"}}]}}\n\n' for i in range(3))
-    body = (events + 'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}\n\n'
-            "data: [DONE]\n\n").encode()
-
     def answer(srv):
         for _ in range(2):
             conn, _ = srv.accept()
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body)
+            conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + THREE_TOKENS)
             conn.close()
 
     with socket.socket() as srv:
@@ -330,15 +332,11 @@ def test_a_stream_without_chunked_encoding_ends_with_the_connection():
 def test_a_kept_alive_connection_the_server_closed_is_replaced_not_counted_failed(linger_s):
     """llama.cpp's server says keep-alive, then closes the connection after a stream: the next request on it gets
     nothing back (a close or a reset, depending on timing) and goes out again on a new connection."""
-    events = "".join(f'data: {{"choices": [{{"text": "t{i}"}}]}}\n\n' for i in range(3))
-    body = (events + 'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}\n\n'
-            "data: [DONE]\n\n").encode()
-
     def answer(srv):
         for _ in range(4):
             conn, _ = srv.accept()
             conn.recv(65536)
-            conn.sendall(_chunked(body).replace(b"\r\n\r\n", b"\r\nKeep-Alive: timeout=5, max=100\r\n\r\n", 1))
+            conn.sendall(_chunked(THREE_TOKENS).replace(b"\r\n\r\n", b"\r\nKeep-Alive: timeout=5, max=100\r\n\r\n", 1))
             time.sleep(linger_s)   # 0: closed before the client reuses it; 0.2: after its next request went out
             conn.close()
 
