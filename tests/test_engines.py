@@ -189,10 +189,10 @@ def test_an_engine_that_cannot_run_names_the_one_that_would(make_cfg):
     assert ("engine habana does not run on cuda devices (it runs on: hpu); for hardware=h100 use "
             "workload.engine=vllm or auto") in problems
     assert plan.make_point(make_cfg("workload.engine=foo"), []).problems == [
-        "workload.engine='foo' is not an engine of workload=inference; available: auto, habana, hf, vllm"]
+        "workload.engine='foo' is not an engine of workload=inference; available: auto, habana, hf, llamacpp, vllm"]
     assert plan.make_point(make_cfg("workload.engine=sglang"), []).problems == [
         "workload.engine='sglang' is not an engine of workload=inference (sglang is a server only: workload=serving); "
-        "available: auto, habana, hf, vllm"]
+        "available: auto, habana, hf, llamacpp, vllm"]
 
 
 def test_the_record_and_the_table_carry_the_engine_run(make_cfg, tmp_path):
