@@ -303,6 +303,16 @@ def test_the_requests_file_gives_back_the_same_figures_for_any_slo(serve, tmp_pa
     assert min(r.start for r in back) == 0.0
 
 
+def _against(answer, requests: int, **kw):
+    """`requests` one at a time against a raw socket server whose thread runs `answer(listening socket)`."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+        threading.Thread(target=answer, args=(srv,), daemon=True).start()
+        return load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, requests), 3,
+                        Load("concurrency", 1, requests=requests), client_processes=1, **kw)
+
+
 # a whole stream of three one-token chunks, its usage and [DONE]
 THREE_TOKENS = ("".join(f'data: {{"choices": [{{"text": "t{i}"}}]}}\n\n' for i in range(3))
                 + 'data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 3}}\n\n'
@@ -318,12 +328,7 @@ def test_a_stream_without_chunked_encoding_ends_with_the_connection():
             conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + THREE_TOKENS)
             conn.close()
 
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(4)
-        threading.Thread(target=answer, args=(srv,), daemon=True).start()
-        got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 2), 3,
-                       Load("concurrency", 1, requests=2), client_processes=1)
+    got = _against(answer, 2)
     assert [(r.ok, r.output_tokens, len(r.chunk_times)) for r in got.requests] == [(True, 3, 3)] * 2, got.requests
 
 
@@ -340,13 +345,9 @@ def test_a_kept_alive_connection_the_server_closed_is_replaced_not_counted_faile
             time.sleep(linger_s)   # 0: closed before the client reuses it; 0.2: after its next request went out
             conn.close()
 
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(4)
-        threading.Thread(target=answer, args=(srv,), daemon=True).start()
-        got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 4), 3,
-                       Load("concurrency", 1, requests=4), timeout_s=10, client_processes=1)
+    got = _against(answer, 4, timeout_s=10)
     assert [(r.ok, r.output_tokens, r.error) for r in got.requests] == [(True, 3, None)] * 4
+
 
 def _chunked(body: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + \
@@ -378,12 +379,7 @@ def test_a_misbehaving_server_fails_the_request_with_its_reason(case):
             conn.sendall(sent)
             conn.close()
 
-    with socket.socket() as srv:
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(4)
-        threading.Thread(target=answer, args=(srv,), daemon=True).start()
-        got = load.run(f"http://127.0.0.1:{srv.getsockname()[1]}", "m", load.prompts(100, 2, 2), 3,
-                       Load("concurrency", 1, requests=2), timeout_s=10, client_processes=1)
+    got = _against(answer, 2, timeout_s=10)
     assert [r.ok for r in got.requests] == [False, False]
     errors = {r.error for r in got.requests}
     assert all(e.startswith(reason or "the server closed the connection before the answer ended") for e in errors), \
