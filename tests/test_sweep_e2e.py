@@ -101,7 +101,7 @@ def test_bad_points_reject_the_whole_sweep(tmp_path):
     assert proc.returncode == 2
     assert "6 problem(s) of 3 kind(s) found; nothing was submitted" in proc.stderr
     assert "cards=64 on hardware=cpu runs 64 worker processes" in proc.stderr
-    assert "precision=fp8 is not supported on hardware=cpu (supported: fp32, bf16, fp16)" in proc.stderr
+    assert "precision=fp8 is not supported on hardware=cpu (supported: fp32, bf16, fp16, int8, int4)" in proc.stderr
     assert not (tmp_path / "runs" / "default" / "points").exists()
     every = sweep(tmp_path, "-m", "precision=fp32,fp8", "cards=1,64", "--all", check=False)   # one line each
     assert every.returncode == 2 and every.stderr.count("\n  - ") == 6 and "kind(s)" not in every.stderr

@@ -1,5 +1,5 @@
-"""llama.cpp offline (workload=inference): the point's model as GGUF, llama.cpp's server in this process with one
-slot per sequence of the batch, the batch sent as that many concurrent streamed /completion requests (greedy, EOS
+"""llama.cpp offline (workload=inference): the point's model as GGUF, llama.cpp's server in a child process with
+one slot per sequence of the batch, the batch sent as that many concurrent streamed /completion requests (greedy, EOS
 ignored, no prompt cache, so every repeat runs its prefill). The clock readings are the host's: submit, the last
 sequence's first token (as vLLM's batch TTFT), the last token."""
 from __future__ import annotations
@@ -54,7 +54,7 @@ class LlamaCppEngine:
         t0 = time.perf_counter()
         self.gguf = gguf_file.convert(checkpoint, self.precision, accuracy.cache_root())
         self.gguf_s = time.perf_counter() - t0
-        self.server, self.slots, self.ctx, self.port = None, 0, 0, 0
+        self.server, self.slots, self.ctx, self.port, self.build = None, 0, 0, 0, "unknown"
         self.timeout_s = float(self.options.get("request_timeout_s", 600))
 
     def _serve(self, batch: int, length: int) -> None:
@@ -63,8 +63,9 @@ class LlamaCppEngine:
             return
         self.close()
         self.slots, self.ctx, self.port = batch, length, runtime.free_port(HOST)
-        self.server = runtime.start(self.gguf, alias=self.model_cfg["name"], host=HOST, port=self.port,
+        self.server = runtime.spawn(self.gguf, alias=self.model_cfg["name"], host=HOST, port=self.port,
                                     parallel=batch, ctx_per_slot=length)
+        self.build = runtime.props(HOST, self.port).get("build_info", "unknown")
 
     def generate(self, input_ids, output_tokens: int) -> Generation:
         prompts = [list(map(int, row)) for row in input_ids.tolist()]
@@ -87,12 +88,13 @@ class LlamaCppEngine:
 
     def info(self) -> dict[str, Any]:
         return {"gguf_type": gguf_file.gguf_type(self.precision), "gguf_tensor_types": gguf_file.tensor_types(self.gguf),
-                "gguf_write_s": round(self.gguf_s, 3), "llamacpp_build": runtime.build(),
+                "gguf_write_s": round(self.gguf_s, 3), "llamacpp_build": self.build,
                 "llamacpp_slots": self.slots, "llamacpp_threads": runtime.threads(),
                 "model_params": model_math.parameters(self.model_cfg["config"]), "engine_options": str(self.options)}
 
     def close(self) -> None:
-        self.server = None   # xllamacpp stops its server when the object goes
+        runtime.stop(self.server)
+        self.server = None
 
 
 ENGINE = LlamaCppEngine

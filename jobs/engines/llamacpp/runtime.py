@@ -1,9 +1,13 @@
-"""llama.cpp's HTTP server in this process, through PyPI's xllamacpp (its Server runs llama.cpp's own server
-threads; dropping the object stops them)."""
+"""llama.cpp's HTTP server through PyPI's xllamacpp: `start` runs it in this process (the serve module's), `spawn`
+in a child process, so that a point never imports xllamacpp itself (its abi3 module and astropy 8's share Cython
+3.3's function type under one name at two sizes: the second to import fails)."""
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,10 +24,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def start(model: str, *, alias: str, host: str, port: int, parallel: int, ctx_per_slot: int,
-          timeout_s: float = 120.0):
-    """A started server (xllamacpp.Server) serving the GGUF `model` from `parallel` slots of `ctx_per_slot`
-    tokens each (llama.cpp's n_ctx is the slots' total), with its Prometheus /metrics; ready when returned."""
+def start(model: str, *, alias: str, host: str, port: int, parallel: int, ctx_per_slot: int):
+    """A started server (xllamacpp.Server; dropping it stops its threads) serving the GGUF `model` from `parallel`
+    slots of `ctx_per_slot` tokens each (llama.cpp's n_ctx is the slots' total), with its Prometheus /metrics."""
     import xllamacpp
 
     p = xllamacpp.CommonParams()
@@ -32,17 +35,54 @@ def start(model: str, *, alias: str, host: str, port: int, parallel: int, ctx_pe
     p.n_batch = p.n_ubatch = min(512, parallel * ctx_per_slot)
     p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads()
     p.endpoint_metrics, p.warmup, p.cache_prompt = True, False, False
-    server = xllamacpp.Server(p)
+    return xllamacpp.Server(p)
+
+
+def wait_ready(host: str, port: int, timeout_s: float = 120.0, proc: subprocess.Popen | None = None) -> None:
+    """Until GET /health answers 200; an error naming the server when `proc` ended or `timeout_s` passed."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=5) as r:
                 if r.status == 200:
-                    return server
+                    return
         except (urllib.error.URLError, OSError):
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"llama.cpp's server exited with status {proc.returncode} before it was ready")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"llama.cpp's server on {host}:{port} was not ready after {timeout_s:.0f} s")
         time.sleep(0.05)
+
+
+def spawn(model: str, *, alias: str, host: str, port: int, parallel: int, ctx_per_slot: int) -> subprocess.Popen:
+    """`python -m jobs.engines.llamacpp.serve` for these settings, ready when returned (stop it with `stop`)."""
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.engines.llamacpp.serve", "--model", model, "--alias", alias,
+                             "--host", host, "--port", str(port), "--parallel", str(parallel),
+                             "--ctx-per-slot", str(ctx_per_slot)], stdout=subprocess.DEVNULL)
+    try:
+        wait_ready(host, port, proc=proc)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc
+
+
+def stop(proc: subprocess.Popen | None, grace_s: float = 10.0) -> None:
+    """SIGTERM (the serve module stops its server), then SIGKILL after `grace_s`."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def props(host: str, port: int) -> dict:
+    """The server's GET /props (llama.cpp's build_info among them)."""
+    with urllib.request.urlopen(f"http://{host}:{port}/props", timeout=10) as r:
+        return json.loads(r.read())
 
 
 def build() -> str:

@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server = runtime.start(args.model, alias=args.alias, host=args.host, port=args.port, parallel=args.parallel,
                            ctx_per_slot=args.ctx_per_slot)
+    runtime.wait_ready(args.host, args.port)
     print(f"llama.cpp ({runtime.build()}) serving {args.model} on {args.host}:{args.port}", flush=True)
     try:
         stop.wait()
