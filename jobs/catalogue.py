@@ -38,6 +38,14 @@ def _join(values: Any) -> str:
     return str(values) if isinstance(values, (str, int, float)) else ", ".join(map(str, values))
 
 
+def _device(hw: dict[str, Any]) -> str:
+    """The device kind; endpoint-only hardware says so, with the API its points are measured through."""
+    if hw.get("device") != "endpoint":
+        return str(hw.get("device"))
+    api = hw.get("endpoint") or {}
+    return f"endpoint only ({api.get('url') or 'workload.endpoint'}, {api.get('api') or 'completions'} API)"
+
+
 def tables() -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, headers, rows) of every section of the page."""
     presets = []
@@ -53,7 +61,7 @@ def tables() -> list[tuple[str, list[str], list[list[str]]]]:
         ms = workloads.metric_set(name)
         loads.append([f"workload={name}", f"{ms.throughput} ({ms.main.unit})", ms.work,
                       _join(m.name for m in ms.metrics if m.name != ms.throughput)])
-    hardware = [[f"hardware={h['file']}", str(h.get("vendor")), str(h.get("device")),
+    hardware = [[f"hardware={h['file']}", str(h.get("vendor")), _device(h),
                  f"{h.get('family')} gen {h.get('generation')}", str(h.get("cards_per_node")),
                  _join(h.get("memory_gb")), _join(h.get("precisions"))] for h in _group("hardware")]
     models = [[f"model={m['file']}", _join(m.get("params_b")), str(m.get("init")), _join(m.get("hf_id"))]

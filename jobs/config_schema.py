@@ -268,7 +268,9 @@ def Ints(min: float | None = None, max: float | None = None, null: bool = False,
 
 ANY = Key("any", null=True)   # any value but nan and inf (every config travels as JSON, which has neither)
 
-DEVICES = ("cuda", "rocm", "hpu", "cpu")
+# endpoint: hardware reached only through a hosted API (its points measure workload=serving against it; nothing runs
+# on the card here)
+DEVICES = ("cuda", "rocm", "hpu", "cpu", "endpoint")
 # Slurm's --cpus-per-task and --mem take whole numbers >= 1 (null: none asked for)
 SLURM = {"cluster": Str(null=True), "partition": Str(null=True),
          "gpu_request": Str(choices=("none", "gres", "gpus_per_node")), "gres_name": Str(null=True),
@@ -307,6 +309,8 @@ SCHEMA: dict[str, Any] = {
         "memory_gb": Num(min=0, null=True), "memory_bandwidth_gbs": Num(min=0, null=True),
         "tdp_w": Num(min=0, null=True), "peak_tflops": Open(Num(min=0, null=True)), "precisions": Strs(),
         "slurm": SLURM,
+        # device endpoint: the hosted API its points are measured through (jobs.workloads.serving)
+        "endpoint": Open(null=True, keys={"url": Str(null=True), "api": Str(null=True), "api_key_env": Str(null=True)}),
     },
     "model": {
         "name": Str(), "family": Str(), "hf_id": Str(null=True), "init": Str(), "path": Str(null=True),

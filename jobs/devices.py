@@ -1,4 +1,5 @@
-"""cuda | rocm | hpu | cpu behind one small interface.
+"""cuda | rocm | hpu | cpu behind one small interface (endpoint: hardware behind a hosted API, where only the load
+client runs here, on the CPU).
 
 Accelerator stacks are imported only when their device is chosen, so the core
 runs on a machine without them.
@@ -14,12 +15,13 @@ from dataclasses import dataclass
 
 @dataclass
 class Device:
-    kind: str                  # cuda | rocm | hpu | cpu
+    kind: str                  # cuda | rocm | hpu | cpu | endpoint
     index: int = 0
 
     @property
     def torch_device(self) -> str:
-        return {"cuda": f"cuda:{self.index}", "rocm": f"cuda:{self.index}", "hpu": "hpu", "cpu": "cpu"}[self.kind]
+        return {"cuda": f"cuda:{self.index}", "rocm": f"cuda:{self.index}", "hpu": "hpu", "cpu": "cpu",
+                "endpoint": "cpu"}[self.kind]
 
     def synchronize(self) -> None:
         """Wait for queued device work so that a clock read after it is honest."""
@@ -64,9 +66,13 @@ class Device:
             import torch
 
             return torch.hpu.get_device_name()
+        if self.kind == "endpoint":
+            return "a hosted API (endpoint-only hardware)"
         return platform.processor() or platform.machine()
 
     def runtime(self) -> str | None:
+        if self.kind == "endpoint":
+            return None
         import torch
 
         if self.kind == "cuda":
@@ -158,8 +164,8 @@ def setup_device(kind: str, local_rank: int, local_world: int, threads: int | No
             torch.set_num_interop_threads(threads)
         except RuntimeError:
             pass
-    if kind == "cpu":
-        return Device("cpu")
+    if kind in ("cpu", "endpoint"):
+        return Device(kind)
     if kind in ("cuda", "rocm"):
         if not torch.cuda.is_available():
             raise RuntimeError(f"device {kind} requested but torch.cuda.is_available() is False "
@@ -175,7 +181,7 @@ def setup_device(kind: str, local_rank: int, local_world: int, threads: int | No
             raise RuntimeError("device hpu needs Intel Gaudi's habana_frameworks "
                                "(install the SynapseAI PyTorch stack, then pip install 'accelsweep[gaudi]')") from exc
         return Device("hpu", local_rank)
-    raise ValueError(f"unknown device kind {kind!r}; allowed: cuda, rocm, hpu, cpu")
+    raise ValueError(f"unknown device kind {kind!r}; allowed: cuda, rocm, hpu, cpu, endpoint")
 
 
 def local_device_count(kind: str) -> int:
@@ -201,7 +207,7 @@ def local_device_count(kind: str) -> int:
 
 
 def dist_backend(kind: str) -> str:
-    return {"cpu": "gloo", "cuda": "nccl", "rocm": "nccl", "hpu": "hccl"}[kind]
+    return {"cpu": "gloo", "endpoint": "gloo", "cuda": "nccl", "rocm": "nccl", "hpu": "hccl"}[kind]
 
 
 # Another process's share of the pinned cores' time above which a point is said to have run under load.

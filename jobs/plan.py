@@ -307,6 +307,8 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
         problems.append(str(exc))
     if why := hardware_name_problem(cfg["hardware"], overrides):
         problems.append(why)
+    if note := endpoint_note(cfg):
+        notes = [*notes, note]
     elsewhere = other_cluster(cfg)
     problems += check_point(cfg, here=elsewhere is None)
     params = {**base_params(cfg), **params}
@@ -377,6 +379,8 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
                         f"but cluster={cluster['name']} allows at most {cluster['max_nodes']} node(s), "
                         f"i.e. cards <= {cluster['max_nodes'] * hw['cards_per_node']}")
     device = cfg.get("device_override") or hw["device"]
+    if device == "endpoint":
+        problems += _endpoint_problems(cfg)
     threads = cpu_threads(cfg)
     per_rank = threads["cpu_threads_per_rank"]
     if per_rank is not None and (not isinstance(per_rank, int) or isinstance(per_rank, bool) or per_rank < 1):
@@ -402,6 +406,27 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
                 parse_duration(cluster[key])
             except ValueError as exc:
                 problems.append(str(exc) if key == "time_limit" else f"cluster.{key}: {exc}")
+    return problems
+
+
+def endpoint_note(cfg: dict[str, Any]) -> str | None:
+    """What the plan says of a point on endpoint-only hardware (device endpoint), None for any other."""
+    hw = cfg["hardware"]
+    if (cfg.get("device_override") or hw["device"]) != "endpoint":
+        return None
+    url = cfg["workload"].get("endpoint") or (hw.get("endpoint") or {}).get("url")
+    return (f"hardware={hw['name']} is endpoint-only: its points measure the hosted API at {url} from the node the "
+            "job runs on (nothing is launched; network time is in every latency)")
+
+
+def _endpoint_problems(cfg: dict[str, Any]) -> list[str]:
+    hw, wl, problems = cfg["hardware"], cfg["workload"], []
+    if wl["name"] != "serving":
+        problems.append(f"hardware={hw['name']} is endpoint-only (reached through its hosted API): its points run "
+                        f"workload=serving against the API; workload={wl['name']} needs the hardware in hand")
+    if int(cfg["cards"]) != 1:
+        problems.append(f"cards={cfg['cards']} on endpoint-only hardware={hw['name']}: the API is measured as a "
+                        "whole (its deployment decides the cards); use cards=1")
     return problems
 
 
@@ -431,6 +456,8 @@ def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
     the point's processes (one per card, or one for all cards of a tensor-parallel engine)."""
     per_rank, source = threads["cpu_threads_per_rank"], threads["cpu_threads_source"]
     ranks = cards if ranks is None else ranks
+    if device == "endpoint":   # only the load client runs here
+        return []
     if device == "cpu":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         if ranks * per_rank > cores:

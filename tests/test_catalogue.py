@@ -14,7 +14,7 @@ PRECISIONS = set(conf.names("precision"))
 
 def test_shipped_groups_are_complete():
     assert {p.stem for p in HARDWARE} == {"cpu", "v100", "a100", "h100", "h200", "gh200", "mi250", "mi300x",
-                                         "gaudi1", "gaudi2", "gaudi3"}
+                                         "gaudi1", "gaudi2", "gaudi3", "sn40l"}
     assert {"tiny-llama", "tiny-mistral", "llama-2-7b", "llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b",
             "tinyllama-1.1b", "tiny-sr3", "sr3", "pydoc-llama", "gemma-2-27b"} == {p.stem for p in MODELS}
     assert PRECISIONS == {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "mixed"}
@@ -24,11 +24,13 @@ def test_shipped_groups_are_complete():
 def test_hardware_file(path):
     hw, ref = conf.load(path), conf.group("hardware")["h100"]
     assert hw["name"] == path.stem
-    cpu_only = ("cores_per_card",)   # what a CPU card is; accelerators are cards already
-    assert [k for k in hw if k not in cpu_only] == list(ref) and list(hw["slurm"]) == list(ref["slurm"])
+    own = ("cores_per_card", "endpoint")   # what a CPU card is; the hosted API of endpoint-only hardware
+    assert [k for k in hw if k not in own] == list(ref) and list(hw["slurm"]) == list(ref["slurm"])
     assert (hw["device"] == "cpu") == ("cores_per_card" in hw)
-    assert hw["device"] in {"cpu", "cuda", "rocm", "hpu"}
-    assert set(hw["precisions"]) <= PRECISIONS and "fp32" in hw["precisions"]
+    assert (hw["device"] == "endpoint") == ("endpoint" in hw)
+    assert hw["device"] in {"cpu", "cuda", "rocm", "hpu", "endpoint"}
+    # a hosted API's precision is only a label: no fp32 is claimed for it
+    assert set(hw["precisions"]) <= PRECISIONS and ("fp32" in hw["precisions"] or hw["device"] == "endpoint")
     assert hw["cards_per_node"] >= 1
     for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w"):
         assert hw[key] is None or hw[key] > 0

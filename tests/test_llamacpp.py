@@ -90,6 +90,7 @@ def test_llamacpp_inference_and_serving_sweeps_give_ok_gated_records(tmp_path):
         info = r["info"]
         assert info["ok_requests"] == 8 and info["cut_short_requests"] == 0
         assert info["server_generation_tokens"] == 8 * 16   # llama.cpp's own counter: exactly the asked tokens
+        assert info["gguf_type"] == "F32" and info["gguf_tensor_types"].startswith("F32:")
         assert r["accuracy"]["passed"] is True
     assert sum(r["info"]["server_start_s"] is not None for r in recs) == 2   # its slots follow the level
     end = time.time() + 30

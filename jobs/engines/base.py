@@ -16,7 +16,9 @@ class Launch:
     """How the serving workload starts the engine's OpenAI-compatible server in the job, and what it reads there."""
 
     summary: str                  # one line for the config reference: what runs
-    command: str                  # a template: {python}, {model}, {name}, {host}, {port}, {tp}, {dtype}
+    # a template: {python}, {model}, {name}, {host}, {port}, {tp}, {dtype}; "": a hosted service, nothing launched
+    # (its points need an endpoint: workload.endpoint, or endpoint-only hardware's)
+    command: str
     health: str                   # GET path that answers 200 once the server takes requests
     devices: tuple[str, ...]      # device kinds the server runs on
     tp_flag: str = ""             # how the command asks for tensor parallel over {tp} cards ("" = one card only)
@@ -30,6 +32,8 @@ class Launch:
     args: Callable[[dict[str, Any], str, bool], tuple[list[str], dict[str, str]]] | None = None
     # (cfg, model_dir) -> what {model} is: the files the server loads, made from the checkpoint (llama.cpp: a GGUF)
     model: Callable[[dict[str, Any], str], str] | None = None
+    # (cfg, what {model} is) -> facts of the served files for the record's info (llama.cpp: the GGUF's types)
+    model_info: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
     # "module:function"(base_url, name, timeout_s, api_key) -> the accuracy gate's score; None: not checked
     scorer: str | None = None
 

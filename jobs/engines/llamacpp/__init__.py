@@ -18,6 +18,13 @@ def model(cfg: dict[str, Any], checkpoint: str) -> str:
     return convert(checkpoint, cfg["precision"]["name"], accuracy.cache_root())
 
 
+def model_info(cfg: dict[str, Any], path: str) -> dict[str, Any]:
+    """The served GGUF's type and what its tensors really are, as the offline runner records them."""
+    from .gguf_file import gguf_type, tensor_types
+
+    return {"gguf_type": gguf_type(cfg["precision"]["name"]), "gguf_tensor_types": tensor_types(path)}
+
+
 def server_args(cfg: dict[str, Any], model_dir: str, dummy: bool) -> tuple[list[str], dict[str, str]]:
     """Slots for the requests in flight (closed loop: `level`; open loop: 16), each of the point's lengths or,
     with a dataset, the model's context (at most 4096)."""
@@ -34,7 +41,7 @@ SPEC = Spec(
     offline=f"{__name__}.offline", devices=("cpu",), precisions=PRECISIONS,
     serve=Launch("llama.cpp's server through xllamacpp",
                  "{python} -m jobs.engines.llamacpp.serve --model {model} --alias {name} --host {host} --port {port}",
-                 "/health", ("cpu",), precisions=PRECISIONS, args=server_args, model=model,
+                 "/health", ("cpu",), precisions=PRECISIONS, args=server_args, model=model, model_info=model_info,
                  scorer=f"{__name__}.gate:scorer",
                  counters={"llamacpp:prompt_tokens_total": "prompt_tokens",
                            "llamacpp:tokens_predicted_total": "generation_tokens"},

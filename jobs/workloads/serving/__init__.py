@@ -4,7 +4,8 @@ measured on the client (after vLLM's `bench serve`, AIPerf and MLPerf Inference'
 A point is one load level (closed loop: requests in flight; open loop: requests/s) on one server. The server is
 kept in the worker's cache, so the points of a shared worker that ask for the same server (engine, model,
 precision, cards, server settings) pay its start-up once; it runs under reaper.py and never outlives the worker.
-With `endpoint` a running server is measured and nothing is launched.
+With `endpoint` a running server is measured and nothing is launched; endpoint-only hardware (device endpoint,
+e.g. hardware=sn40l) gives its hosted API's URL, API and key variable itself.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from jobs import accuracy, config_schema, engines, inject, measure, noise
+from jobs import accuracy, conf, config_schema, engines, inject, measure, noise
 from jobs.workloads import Also, Ranks, Result, Workload
 from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
 
@@ -40,6 +41,50 @@ def _device(cfg: dict[str, Any]) -> str:
     return cfg.get("device_override") or cfg["hardware"]["device"]
 
 
+class Target(NamedTuple):
+    """Where an endpoint point's load goes: a URL (None: a server started in the job), its API (load.APIS) and the
+    environment variable holding its key."""
+
+    url: str | None
+    api: str
+    key_env: str
+
+
+def target(cfg: dict[str, Any]) -> Target:
+    """workload.endpoint and workload.api, else endpoint-only hardware's `endpoint` block, else a launched server
+    on /v1/completions."""
+    wl, hosted = cfg["workload"], cfg["hardware"].get("endpoint") or {}
+    url = wl["endpoint"] or (hosted.get("url") if _device(cfg) == "endpoint" else None)
+    return Target(url, wl.get("api") or hosted.get("api") or "completions", hosted.get("api_key_env") or loads.API_KEY_ENV)
+
+
+def _endpoint_problems(cfg: dict[str, Any], lines: list | None) -> list[str]:
+    """An endpoint point's own problems: its URL, its API, and text prompts where the API takes messages."""
+    wl, where = cfg["workload"], target(cfg)
+    problems = []
+    if not re.match(r"^https?://[^/\s]+", where.url):
+        problems.append(f"workload.endpoint={where.url!r} must be a URL like http://host:8000")
+    if where.api not in loads.APIS:
+        problems.append(f"hardware={cfg['hardware']['name']}'s endpoint.api={where.api!r}: allowed "
+                        f"{', '.join(loads.APIS)}")
+    if where.api == "chat" and (wl["dataset"] is None or not all(isinstance(p, str) for p, _ in lines or [])):
+        problems.append(f"api=chat ({where.url}) sends each prompt as a message of text: give workload.dataset=FILE"
+                        ".jsonl whose lines are all text (\"prompt\" or ShareGPT \"conversations\"); random token ids"
+                        " have no text")
+    if _device(cfg) == "endpoint" and "endpoint" not in engines.SERVED[wl["engine"]].serve.devices:
+        hosted = [n for n, s in engines.SERVED.items() if "endpoint" in s.serve.devices]
+        problems.append(f"hardware={cfg['hardware']['name']} is endpoint-only: workload.engine names the stack behind "
+                        f"its API, not a server to launch: give workload.engine={cfg['hardware'].get('engine') or hosted[0]}"
+                        f" (got {wl['engine']})")
+    return problems
+
+
+def _hosting(engine: str) -> list[str]:
+    """The endpoint-only hardware files whose API serves with `engine`, as overrides."""
+    return [f"hardware={name}" for name, hw in conf.group("hardware").items()
+            if hw.get("device") == "endpoint" and hw.get("engine") == engine] or ["none shipped"]
+
+
 def check(cfg: dict[str, Any]) -> list[str]:
     if why := language_model_problem(cfg):   # nothing below applies to another kind of model
         return [why]
@@ -56,22 +101,24 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["search"] and wl["mode"] != "rate":
         problems.append(f"workload.search={wl['search']} probes request rates: it needs workload.mode=rate "
                         f"(got mode={wl['mode']})")
+    lines, hosted = None, target(cfg).url is not None
     if wl["dataset"] is not None:
         try:
             lines = datasets.read(wl["dataset"], default_output=out or 1, limit=PLAN_LINES,
-                                  model=None if wl["endpoint"] else cfg["model"])
+                                  model=None if hosted else cfg["model"])
         except (OSError, ValueError) as exc:
             problems.append(f"workload.dataset: {exc}" if isinstance(exc, OSError) else str(exc))
         else:
             text = any(isinstance(p, str) for p, _ in lines)
-            if text and cfg["model"]["init"] != "pretrained" and not wl["endpoint"]:
+            if text and cfg["model"]["init"] != "pretrained" and not hosted:
                 problems.append(f"workload.dataset={wl['dataset']} has text prompts: the server needs the model's "
                                 "tokenizer (model.init=pretrained model.path=DIR), or give prompt_token_ids")
-    if wl["endpoint"] is not None:
-        if not re.match(r"^https?://[^/\s]+", wl["endpoint"]):
-            problems.append(f"workload.endpoint={wl['endpoint']!r} must be a URL like http://host:8000")
-        return problems
+    if hosted:
+        return problems + _endpoint_problems(cfg, lines)
     launch = engines.SERVED[engine].serve
+    if not launch.command:
+        return problems + [f"server engine {engine} is a hosted service, nothing to launch: give workload.endpoint="
+                           "URL, or its endpoint-only hardware (" + ", ".join(_hosting(engine)) + ")"]
     if device not in launch.devices:
         problems.append(f"server engine {engine} does not run on {device} devices (it runs on: "
                         f"{', '.join(launch.devices)})")
@@ -99,7 +146,9 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
     except ValueError:
         inp = out = None
     limits = slo(wl)
-    return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": wl["endpoint"],
+    where = target(cfg)
+    return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": where.url,
+            "api": where.api if where.url else None,
             "input_tokens": inp, "output_tokens": out, "shape": "dataset" if wl["dataset"] else f"{inp}x{out}",
             "arrival": wl["arrival"], "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s,
             "search": wl["search"]}
@@ -109,6 +158,8 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: the search's own settings only where a search runs, so a probed rate's
     record and the point `mode=rate level=<rate>` asked for alone are one point."""
     out = config_schema.identity(OPTIONS, length_identity(cfg["workload"], OPTIONS))
+    if out.get("api") is None:   # the endpoint's own API: ids from before the key stay
+        out.pop("api", None)
     if not cfg["workload"].get("search"):
         out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
     return out
@@ -165,11 +216,12 @@ def _logit_noise(cfg: dict[str, Any]) -> float | None:
 
 
 class Launched:
-    """A started server with the directory of its random-weight model (gone with it), and its accuracy gate's block
-    once checked."""
+    """A started server with the directory of its random-weight model (gone with it), the facts of the files it
+    serves (base.Launch.model_info), and its accuracy gate's block once checked."""
 
-    def __init__(self, server: servers.Server, tmp: tempfile.TemporaryDirectory | None):
-        self.server, self.tmp = server, tmp
+    def __init__(self, server: servers.Server, tmp: tempfile.TemporaryDirectory | None,
+                 facts: dict[str, Any] | None = None):
+        self.server, self.tmp, self.facts = server, tmp, facts or {}
         self.gate: dict[str, Any] | None = None
 
     def close(self) -> None:
@@ -196,8 +248,10 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
 
         tmp = tempfile.TemporaryDirectory(prefix="accelsweep-serving-")
         model_dir = write_random_model(cfg["model"], tmp.name)
-    if (convert := _launch(cfg).model) is not None:
-        model_dir = convert(cfg, model_dir)   # e.g. llama.cpp's GGUF of the point's precision
+    launch = _launch(cfg)
+    if launch.model is not None:
+        model_dir = launch.model(cfg, model_dir)   # e.g. llama.cpp's GGUF of the point's precision
+    facts = launch.model_info(cfg, model_dir) if launch.model_info else {}
     kw, env = server_args(cfg, model_dir, dummy=not _seeded(cfg))
     log = Path(ctx.workdir) / "server.log" if ctx.workdir else None
     try:
@@ -207,8 +261,14 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
         if tmp is not None:
             tmp.cleanup()
         raise
-    cache[key] = Launched(started, tmp)
+    cache[key] = Launched(started, tmp, facts)
     return started, started.ready_s
+
+
+def _served_facts(cfg: dict[str, Any], ctx) -> dict[str, Any]:
+    """What the point's server was started on (Launched.facts); nothing for an endpoint."""
+    launched = ctx.cache.get(_server_key(cfg))
+    return launched.facts if launched is not None else {}
 
 
 class _Endpoint:
@@ -231,12 +291,13 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if ctx.rank != 0:
         return Result(samples={})
     try:
-        server, start_s = (_Endpoint(wl["endpoint"]), None) if wl["endpoint"] else _server(cfg, ctx)
+        url = target(cfg).url
+        server, start_s = (_Endpoint(url), None) if url else _server(cfg, ctx)
     except servers.ServerError as exc:
         return Result(samples={}, status="failed", error=str(exc), error_type="ServerStart")
     point = _Point(cfg, ctx, server)
-    point.info.update({"server_start_s": start_s, "server_reused": start_s is None and not wl["endpoint"],
-                       "server_url": server.base_url})
+    point.info.update({"server_start_s": start_s, "server_reused": start_s is None and not url,
+                       "server_url": server.base_url, **_served_facts(cfg, ctx)})
     if wl["warmup_requests"]:
         point.warm_up(int(wl["warmup_requests"]))
     try:
@@ -263,7 +324,9 @@ class _Point:
         self.name, self.limits, self.timeout = served_name(cfg), slo(self.wl), float(self.wl["request_timeout_s"])
         self.seed = int(cfg["seed"])
         # a server started here asks for no key; an external endpoint gets the user's
-        self.api_key = os.environ.get(loads.API_KEY_ENV) if self.wl["endpoint"] else None
+        self.where = target(cfg)
+        self.api_key = os.environ.get(self.where.key_env) if self.where.url else None
+        self.cards = None if _device(cfg) == "endpoint" else int(cfg["cards"])   # a hosted API's are not known
         self.lines = (datasets.read(self.wl["dataset"], default_output=lengths(self.wl)[1])
                       if self.wl["dataset"] else None)
         self.info: dict[str, Any] = {}
@@ -277,12 +340,12 @@ class _Point:
     def warm_up(self, n: int) -> None:
         warm = loads.Load("concurrency", max(1, min(n, int(float(self.wl["level"])))), requests=n)
         self.info["warmup_s"] = loads.run(self.server.base_url, self.name, *self.prompts(n, 1), warm, self.timeout,
-                                          self.api_key, client_processes=1).window_s
+                                          self.api_key, client_processes=1, api=self.where.api).window_s
 
     def measured(self, load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
         got = loads.run(self.server.base_url, self.name, *self.prompts(load.requests, 0), load, self.timeout,
-                        self.api_key, client_processes=self.wl["client_processes"])
-        figures = summary(got.requests, got.window_s, int(self.cfg["cards"]), self.limits)
+                        self.api_key, client_processes=self.wl["client_processes"], api=self.where.api)
+        figures = summary(got.requests, got.window_s, self.cards, self.limits)
         return figures | {"window_s": got.window_s} | got.client, got.requests
 
     def search(self) -> tuple[dict[str, Any], list[Also], None]:
@@ -350,9 +413,9 @@ class _Point:
 def _gate(cfg: dict[str, Any], ctx, server, name: str, timeout_s: float) -> dict[str, Any] | None:
     """The accuracy gate's block for the point's server, checked once per server started here (jobs.accuracy); an
     external endpoint's weights are not known, so it is not checked."""
-    if cfg["workload"]["endpoint"]:
+    if target(cfg).url:
         return {"gate": accuracy.setting(cfg), "reference": accuracy.REFERENCE, "passed": None,
-                "note": "an external endpoint (workload.endpoint): its weights are not known here, not checked"}
+                "note": "an external endpoint: its weights are not known here, not checked"}
     launched = ctx.cache.get(_server_key(cfg))
     if launched is not None and launched.gate is not None:
         return {**launched.gate, "gate": accuracy.setting(cfg), "engine_reused": True}

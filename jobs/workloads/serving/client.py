@@ -32,6 +32,7 @@ class Request:
 
     prompt_tokens: int
     asked_tokens: int
+    at_most: bool = False        # asked_tokens is a limit, not a length (api=chat: the model may stop before it)
     start: float = 0.0           # time.monotonic() when it was due
     ok: bool = False
     error: str | None = None
@@ -43,7 +44,7 @@ class Request:
 
     @property
     def cut_short(self) -> bool:
-        return self.ok and self.output_tokens < self.asked_tokens
+        return self.ok and not self.at_most and self.output_tokens < self.asked_tokens
 
     @property
     def itl(self) -> list[float]:

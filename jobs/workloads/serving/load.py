@@ -1,4 +1,5 @@
-"""The serving load: requests sent to an OpenAI-compatible /v1/completions endpoint, streamed, timed on the client.
+"""The serving load: requests sent to an OpenAI-compatible endpoint (/v1/completions, or /v1/chat/completions for
+a hosted API that takes only messages), streamed, timed on the client.
 
 Closed loop: `concurrency` requests in flight at all times. Open loop: requests sent at a constant or Poisson rate
 (seeded), whatever the server's state. A request's clock starts when it was due to be sent (open loop) or when
@@ -33,6 +34,9 @@ from .client import Request
 __all__ = ["Load", "Request", "Run", "body", "prompts", "run"]
 
 MODES = ("concurrency", "rate")
+# completions: token ids or text, exactly the asked output (vLLM's and llama.cpp's sampling options); chat: one
+# user message of text, at most the asked output (a hosted API knows none of those options: the model may stop)
+APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # the key of an endpoint that asks for one (vLLM's --api-key), read as OpenAI's clients and vLLM's benchmarks read it
 # and sent as `Authorization: Bearer`: never in the URL, which every record and report shows
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -84,9 +88,15 @@ def prompts(vocab_size: int, input_tokens: int, n: int, seed: int = 0, first_id:
 Prompt = list[int] | str
 
 
-def body(model: str, prompt: Prompt, output_tokens: int) -> dict:
-    """The completion request: exactly `output_tokens` (ignore_eos and min_tokens are vLLM's sampling options;
-    return_token_ids makes a server without a tokenizer, --skip-tokenizer-init, stream the ids)."""
+def body(model: str, prompt: Prompt, output_tokens: int, api: str = "completions") -> dict:
+    """The request: for completions exactly `output_tokens` (ignore_eos and min_tokens are vLLM's sampling options;
+    return_token_ids makes a server without a tokenizer, --skip-tokenizer-init, stream the ids); for chat the
+    prompt as one user message and at most `output_tokens`, with only OpenAI's own fields."""
+    if api == "chat":
+        if not isinstance(prompt, str):
+            raise ValueError("api=chat sends text: a prompt of token ids has no message")
+        return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_tokens,
+                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
     return {"model": model, "prompt": prompt, "max_tokens": output_tokens, "min_tokens": output_tokens,
             "ignore_eos": True, "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
             "return_token_ids": True}
@@ -207,20 +217,21 @@ def _warm(url, headers, timeout_s, payloads, reqs, load: Load) -> None:
 
 
 def run(base_url: str, model: str, prompts: list[Prompt], output_tokens: int | list[int], load: Load,
-        timeout_s: float = 600.0, api_key: str | None = None, client_processes: int | None = None) -> Run:
+        timeout_s: float = 600.0, api_key: str | None = None, client_processes: int | None = None,
+        api: str = "completions") -> Run:
     """Send `load` to `base_url` (e.g. http://127.0.0.1:8000) from `client_processes` processes (None: processes());
     return the measured requests, the window (first send to last answer) and the client's health. `prompts`:
     warm-up prompts first, then one per request (token ids or text); `output_tokens`: for every request, or one per
-    prompt; `api_key`: sent as a Bearer token."""
+    prompt; `api_key`: sent as a Bearer token; `api`: a key of APIS."""
     need = load.warmup_requests + load.requests
     outputs = [output_tokens] * len(prompts) if isinstance(output_tokens, int) else list(output_tokens)
     if len(prompts) != need or len(outputs) != need:
         raise ValueError(f"{len(prompts)} prompts and {len(outputs)} output lengths for {load.warmup_requests} "
                          f"warm-up + {load.requests} requests")
-    url = base_url.rstrip("/") + "/v1/completions"
+    url = base_url.rstrip("/") + APIS[api]
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    payloads = [orjson.dumps(body(model, p, n)) for p, n in zip(prompts, outputs)]
-    reqs = [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n)
+    payloads = [orjson.dumps(body(model, p, n, api)) for p, n in zip(prompts, outputs)]
+    reqs = [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n, at_most=api == "chat")
             for p, n in zip(prompts, outputs)]
     w = load.warmup_requests
     if w:

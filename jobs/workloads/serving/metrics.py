@@ -107,9 +107,10 @@ def _stats(name: str, values: Sequence[float]) -> dict[str, float]:
     return out
 
 
-def summary(requests: Sequence[Request], window_s: float, cards: int, slo: Slo) -> dict[str, float | int]:
+def summary(requests: Sequence[Request], window_s: float, cards: int | None, slo: Slo) -> dict[str, float | int]:
     """The metrics above, plus the counts: requests, ok, failed, cut short (fewer tokens than asked; kept out of
-    every figure but their own count, like the failed ones), and the intervals of the p50 latencies (*_ci_lo/hi)."""
+    every figure but their own count, like the failed ones), and the intervals of the p50 latencies (*_ci_lo/hi).
+    `cards` None: not known (a hosted API), so no per-card figure."""
     ok = [r for r in requests if r.ok and not r.cut_short]
     out: dict[str, float | int] = {"requests": len(requests), "ok_requests": len(ok),
                                    "failed_requests": sum(not r.ok for r in requests),
@@ -124,7 +125,8 @@ def summary(requests: Sequence[Request], window_s: float, cards: int, slo: Slo) 
     out["output_tok_s"] = produced / window_s
     out["total_tok_s"] = (produced + sum(r.prompt_tokens for r in ok)) / window_s
     out["req_s"] = len(ok) / window_s
-    out["output_tok_s_per_card"] = out["output_tok_s"] / cards
+    if cards:
+        out["output_tok_s_per_card"] = out["output_tok_s"] / cards
     speeds = [1 / tpot(r) for r in ok if r.output_tokens > 1 and tpot(r) > 0]
     if speeds:
         out["output_tok_s_per_user"] = sum(speeds) / len(speeds)

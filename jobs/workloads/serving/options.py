@@ -6,7 +6,7 @@ from typing import Any
 from jobs import engines
 from jobs.config_schema import Int, Key, Num, Str
 
-from .load import API_KEY_ENV, ARRIVALS, MODES
+from .load import API_KEY_ENV, APIS, ARRIVALS, MODES
 from .metrics import SLO_PRESETS
 
 OPTIONS: dict[str, Any] = {
@@ -23,6 +23,10 @@ OPTIONS: dict[str, Any] = {
         "the URL are refused: it is recorded and published)"),
         secret=f"give the URL without them; a server that asks for a key (vLLM's --api-key) gets it from the "
                f"environment variable {API_KEY_ENV} of the sweep, sent as `Authorization: Bearer <key>`"),
+    "api": Str(null=True, default=None, choices=tuple(APIS), help=(
+        "the endpoint's API: `completions` (/v1/completions: token ids or text, exactly `output_tokens`) \\| "
+        "`chat` (/v1/chat/completions: each prompt as one user message of text, at most `output_tokens`, for a "
+        "hosted API such as SambaCloud's); `null`: endpoint-only hardware's `endpoint.api`, else `completions`")),
     "served_name": Str(null=True, default=None, help=(
         "the model name the requests carry; `null`: the model's name (with `endpoint`, give the name it serves)")),
     "mode": Str(default="concurrency", choices=MODES, column=True, help=(

@@ -41,7 +41,24 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(**{c: numeric(ok, c) for c in cols})
     ok = ok.assign(client_bound=client_bound(ok))
     fields = [f for f in SERIES if f in ok and (f in ("hardware", "engine", "mode") or ok[f].nunique() > 1)]
-    return ok.assign(series=label(ok, fields)) if len(ok) else ok.assign(series=pd.Series(dtype=str))
+    if not len(ok):
+        return ok.assign(series=pd.Series(dtype=str))
+    hosted = _endpoint(ok).notna()
+    return ok.assign(series=label(ok, fields).where(~hosted, label(ok, fields) + " · endpoint"))
+
+
+def _endpoint(table: pd.DataFrame) -> pd.Series:
+    """Each row's endpoint URL (None: a server started in the job)."""
+    return table["endpoint"] if "endpoint" in table else pd.Series(None, index=table.index, dtype=object)
+
+
+def endpoint_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per series measured through an endpoint: its hardware (endpoint-only or not), URL and API."""
+    hosted = ok[_endpoint(ok).notna()]
+    return [{"series": series, "hardware": g["hardware"].iloc[0], "endpoint": g["endpoint"].iloc[0],
+             "api": g["api"].iloc[0] if "api" in g else "completions",
+             "endpoint_only": bool(g["device"].eq("endpoint").any()) if "device" in g else False}
+            for series, g in hosted.groupby("series", sort=True)]
 
 
 def _load_chart(ok: pd.DataFrame, chart_id: str, title: str, metrics: list[str], y_title: str) -> Chart:
@@ -165,6 +182,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
     failed = rows[~rows["status"].eq("ok")] if "status" in rows else rows.iloc[0:0]
     return {**point_counts(rows), "goodput_rows": goodput_rows(ok) if len(ok) else [],
             "client_bound": int(ok["client_bound"].sum()) if len(ok) else 0,
+            "endpoint_rows": endpoint_rows(ok) if len(ok) else [],
             "point_rows": point_rows(ok) if len(ok) else [],
             "failed_rows": [{"point_id": r.get("point_id"), "status": r.get("status"),
                              "error": str(r.get("error_message") or "")[:300]} for _, r in failed.iterrows()]}

@@ -4,7 +4,7 @@ again for any SLO (metrics.summary over read()) and latency distributions drawn 
 
 Columns: `start_s` (when it was due, or its slot came free, in seconds from the first request's), `ttft_s`,
 `e2e_s`, `chunk_times_s` (each content chunk's arrival from its start), `chunk_tokens` (tokens in each chunk),
-`prompt_tokens`, `asked_tokens`, `output_tokens`, `ok`, `error`.
+`prompt_tokens`, `asked_tokens`, `output_tokens`, `ok`, `error`, `at_most` (asked_tokens was a limit: api=chat).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ SCHEMA = pa.schema([
     ("start_s", pa.float64()), ("ttft_s", pa.float64()), ("e2e_s", pa.float64()),
     ("chunk_times_s", pa.list_(pa.float64())), ("chunk_tokens", pa.list_(pa.int32())),
     ("prompt_tokens", pa.int32()), ("asked_tokens", pa.int32()), ("output_tokens", pa.int32()),
-    ("ok", pa.bool_()), ("error", pa.string()),
+    ("ok", pa.bool_()), ("error", pa.string()), ("at_most", pa.bool_()),
 ])
 
 
@@ -36,6 +36,7 @@ def write(point_dir: Path | str, requests: Sequence[Request]) -> str:
         "chunk_tokens": [r.chunk_tokens for r in requests], "prompt_tokens": [r.prompt_tokens for r in requests],
         "asked_tokens": [r.asked_tokens for r in requests], "output_tokens": [r.output_tokens for r in requests],
         "ok": [r.ok for r in requests], "error": [r.error for r in requests],
+        "at_most": [r.at_most for r in requests],
     }, schema=SCHEMA)
     with files.atomic(Path(point_dir) / NAME) as tmp:
         pq.write_table(table, tmp)
@@ -44,7 +45,8 @@ def write(point_dir: Path | str, requests: Sequence[Request]) -> str:
 
 def read(path: Path | str) -> list[Request]:
     """The requests of a requests file, as the client returned them (start times from the first request's)."""
-    rows = pq.read_table(path, schema=SCHEMA).to_pylist()
-    return [Request(prompt_tokens=r["prompt_tokens"], asked_tokens=r["asked_tokens"], start=r["start_s"], ok=r["ok"],
-                    error=r["error"], ttft=r["ttft_s"], e2e=r["e2e_s"], chunk_times=r["chunk_times_s"],
-                    chunk_tokens=r["chunk_tokens"], output_tokens=r["output_tokens"]) for r in rows]
+    rows = pq.read_table(path).to_pylist()   # a file from before at_most has no such column
+    return [Request(prompt_tokens=r["prompt_tokens"], asked_tokens=r["asked_tokens"], at_most=bool(r.get("at_most")),
+                    start=r["start_s"], ok=r["ok"], error=r["error"], ttft=r["ttft_s"], e2e=r["e2e_s"],
+                    chunk_times=r["chunk_times_s"], chunk_tokens=r["chunk_tokens"], output_tokens=r["output_tokens"])
+            for r in rows]
