@@ -3,7 +3,8 @@ precisions and clusters — read from hydra_conf/ and the workloads' declaration
 
 --metrics-markdown prints the metric tables from the declarations, --keys-markdown the workloads' key tables, and
 --write-docs writes both into the reference pages (docs/reference/metrics.md between `<!-- metrics -->` markers,
-docs/reference/config.md between `<!-- keys: <workload> -->` markers).
+docs/reference/config.md between `<!-- keys: <workload> -->` markers) and each workload's declared defaults into
+its Hydra file, hydra_conf/workload/<name>.yaml (workload_yaml: its comments kept, a new key's from its help).
 """
 from __future__ import annotations
 
@@ -170,12 +171,42 @@ def with_metric_tables(text: str) -> str:
     return _METRICS.sub(lambda m: m.group(1) + tables + "\n" + m.group(2), text)
 
 
+def workload_yaml(name: str) -> str:
+    """hydra_conf/workload/<name>.yaml with the workload's declared keys and defaults (jobs/workloads/<name>/
+    options.py, the one place they are stated): values set, new keys added with their help's first clause as the
+    comment, undeclared keys removed; the file's own comments and order kept (ruamel.yaml's round trip)."""
+    path = conf.SHIPPED / "workload" / f"{name}.yaml"
+    return conf.edited(path, lambda doc: _sync(doc, workloads.get(name).options))
+
+
+def _sync(node, spec: dict[str, Any]) -> None:
+    from ruamel.yaml.comments import CommentedMap
+
+    for k in [k for k in node if k not in spec and k != "defaults"]:   # Hydra's defaults list is not a key
+        del node[k]
+    for i, (k, sub) in enumerate(spec.items()):
+        if isinstance(sub, dict):
+            if not isinstance(node.get(k), dict):
+                node.insert(i, k, CommentedMap())
+            _sync(node[k], sub)
+        elif k not in node:
+            node.insert(i, k, sub.default, comment=re.split(r"[;(:]", sub.help, maxsplit=1)[0].strip() or None)
+        elif not _same(node[k], sub.default):
+            node[k] = sub.default
+
+
+def _same(value: Any, default: Any) -> bool:
+    """Equal and of one kind (True is not 1, 1 is not 1.0: Hydra keeps the type), whatever ruamel's own types."""
+    return value == default and all(isinstance(value, t) == isinstance(default, t) for t in (bool, float, str))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=progress.prog("jobs.catalogue"), description=__doc__.splitlines()[0])
     ap.add_argument("--metrics-markdown", action="store_true", help="print the metric tables")
     ap.add_argument("--keys-markdown", action="store_true", help="print the workloads' key tables")
     ap.add_argument("--write-docs", action="store_true",
-                    help="write both into docs/reference/ (metrics.md, config.md)")
+                    help="write both into docs/reference/ (metrics.md, config.md), and the workloads' defaults "
+                         "into hydra_conf/workload/")
     args = ap.parse_args(argv)
     if args.metrics_markdown:
         print(metric_tables())
@@ -184,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.write_docs:
         CONFIG_DOC.write_text(with_key_tables(CONFIG_DOC.read_text()))
         METRICS_DOC.write_text(with_metric_tables(METRICS_DOC.read_text()))
+        for name in workloads.names():
+            (conf.SHIPPED / "workload" / f"{name}.yaml").write_text(workload_yaml(name))
     else:
         show()
     return 0

@@ -7,7 +7,9 @@ as Hydra parses them when it composes, and returned as plain dicts with interpol
 """
 from __future__ import annotations
 
+import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +68,19 @@ def load(path: Path) -> dict[str, Any]:
 def group(group: str) -> dict[str, dict[str, Any]]:
     """Every shipped file of `group`, by name, in name order."""
     return {name: load(SHIPPED / group / f"{name}.yaml") for name in names(group)}
+
+
+def edited(path: Path, edit: Callable[[Any], None]) -> str:
+    """The text of the YAML file at `path` after `edit` changed its document in place: a round trip through
+    ruamel.yaml, which keeps the file's comments, order and flow lists (a dev dependency: only writers need it)."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    yaml.width = 4096   # a comment is never folded onto a line of its own
+    yaml.indent(mapping=2, sequence=4, offset=2)   # as Hydra's own files: "  - item"
+    yaml.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    doc = yaml.load(Path(path).read_text())
+    edit(doc)
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    return out.getvalue()

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-# The defaults of the workload config's `noise` block (hydra_conf/workload/*.yaml repeats them; a test checks).
+# The defaults of the workload config's `noise` block (written into hydra_conf/workload/*.yaml by jobs.catalogue).
 DEFAULTS = {"target": 0.05, "confidence": 0.95, "max_repeats": 30, "max_seconds": 5.0}
 
 

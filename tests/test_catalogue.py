@@ -65,7 +65,7 @@ def test_model_builds_on_meta_device(path):
         assert n / 1e9 == pytest.approx(m["params_b"], rel=0.02)
 
 
-@pytest.mark.parametrize("name", ["inference", "superres", "quantize", "finetune"])
+@pytest.mark.parametrize("name", ["inference", "superres", "quantize", "finetune", "serving"])
 def test_yaml_defaults_are_the_declared_defaults(name):
     """hydra_conf/workload/<name>.yaml sets every declared key to its declared default, and no other key."""
     from jobs import conf, config_schema, workloads
@@ -76,6 +76,28 @@ def test_yaml_defaults_are_the_declared_defaults(name):
     assert shipped == config_schema.defaults(options)
     undocumented = [path for path, key in config_schema.leaves(options) if not key.help]
     assert not undocumented, f"declare a help for {undocumented}"
+
+
+@pytest.mark.parametrize("name", ["inference", "superres", "quantize", "finetune", "serving"])
+def test_each_workload_yaml_is_what_write_docs_writes_from_its_options(name):
+    from jobs import catalogue, conf
+
+    assert (conf.SHIPPED / "workload" / f"{name}.yaml").read_text() == catalogue.workload_yaml(name), (
+        f"hydra_conf/workload/{name}.yaml is not its options.py; run `python -m jobs.catalogue --write-docs`")
+
+
+def test_the_workload_yaml_follows_a_changed_default_a_new_key_and_a_dropped_one(monkeypatch):
+    from jobs import catalogue, workloads
+    from jobs.config_schema import Int, Str
+
+    options = dict(workloads.get("serving").options)
+    options["level"] = Int(min=1, default=7, help="changed")
+    options["fresh"] = Str(null=True, default=None, help="a new key; its first clause is the comment")
+    options["vllm"] = {k: v for k, v in options["vllm"].items() if k != "max_num_seqs"}
+    monkeypatch.setattr(workloads.get("serving"), "options", options)
+    text = catalogue.workload_yaml("serving")
+    assert "\nlevel: 7 " in text and "requests in flight, or requests/s" in text   # its comment stays
+    assert "\nfresh: null  # a new key\n" in text and "max_num_seqs" not in text
 
 
 def test_declared_defaults_identity_and_columns():
