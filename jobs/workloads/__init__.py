@@ -1,9 +1,11 @@
 """Workloads: what one point measures. One subpackage per workload.
 
-Each defines a subclass of jobs.workloads.base.Workload (every hook named and typed there) and one instance of
-it as `WORKLOAD`; its config keys are declared once, as the subclass's `options` (jobs.config_schema.Key: type,
+Each ends with `WORKLOAD = Package(__name__, METRICS, OPTIONS)` (jobs.workloads.base: the hooks, every one named
+and typed on Workload, are the package's functions of those names; a subclass of Workload with methods does as
+well, as tests/toy_workload does); its config keys are declared once, as `options` (jobs.config_schema.Key: type,
 range, default, help, identity, table column).
-Adding a workload = one subpackage here + one entry in WORKLOADS + its hydra_conf/workload/<name>.yaml.
+Adding a workload = one subpackage here + one entry in WORKLOADS + its hydra_conf/workload/<name>.yaml (written
+from the options by `python -m jobs.catalogue --write-docs`).
 """
 from __future__ import annotations
 

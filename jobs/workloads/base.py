@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
@@ -212,3 +213,46 @@ class Workload(ABC):
         """The folder of its pages' templates: `templates/` beside the `report` module."""
         spec = importlib.util.find_spec(self.report) if self.report else None
         return Path(spec.origin).parent / "templates" if spec and spec.origin else None
+
+
+class Package(Workload):
+    """A workload whose hooks are the functions of the same names in its package (`check`, `params`, `run`,
+    `tasks`; `identity`, `resolve` and `requeue` where it defines them, else Workload's), declared in one line at
+    the package's end: `WORKLOAD = Package(__name__, METRICS, OPTIONS)`. Its report page is the package's
+    `report` module (report=False: none)."""
+
+    def __init__(self, module: str, metrics: MetricSet, options: dict[str, Any], report: bool = True):
+        self.module, self.name = module, module.rsplit(".", 1)[-1]
+        self.metrics, self.options = metrics, options
+        self.report = f"{module}.report" if report else None
+
+    def _hook(self, name: str):
+        return getattr(sys.modules[self.module], name, None)
+
+    @property
+    def home(self) -> str:
+        return f"{self.module.replace('.', '/')}/options.py"
+
+    def check(self, cfg: Config) -> list[str]:
+        return self._hook("check")(cfg)
+
+    def params(self, cfg: Config) -> dict[str, Any]:
+        return self._hook("params")(cfg)
+
+    def run(self, cfg: Config, ctx: Context) -> Result:
+        return self._hook("run")(cfg, ctx)
+
+    def tasks(self, cfg: Config) -> Ranks:
+        return self._hook("tasks")(cfg)
+
+    def identity(self, cfg: Config) -> dict[str, Any]:
+        own = self._hook("identity")
+        return own(cfg) if own else super().identity(cfg)
+
+    def resolve(self, cfg: Config) -> Config:
+        own = self._hook("resolve")
+        return own(cfg) if own else super().resolve(cfg)
+
+    def requeue(self, cfg: Config) -> bool:
+        own = self._hook("requeue")
+        return own(cfg) if own else super().requeue(cfg)

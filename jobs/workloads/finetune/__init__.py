@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from jobs import config_schema, measure, noise
-from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import language_model_problem
+from jobs.workloads import Ranks, Result
+from jobs.workloads.base import Package, language_model_problem
 
 from . import metrics as fm
 from .metrics import METRICS
@@ -236,23 +236,7 @@ def _train(cfg: dict[str, Any], ctx, seqs: list[list[int]]):
                           total_bytes=trainer.total_bytes)
 
 
-class Finetune(Workload):
-    """Fine-tuning: this module's functions are its hooks."""
-
-    name = "finetune"
-    metrics = METRICS
-    options = OPTIONS
-    report = f"{__name__}.report"
-    check = staticmethod(check)
-    params = staticmethod(params)
-    run = staticmethod(run)
-    tasks = staticmethod(tasks)
-    identity = staticmethod(identity)
-    resolve = staticmethod(resolve)
-    requeue = staticmethod(requeue)
-
-
-WORKLOAD = Finetune()
+WORKLOAD = Package(__name__, METRICS, OPTIONS)   # this module's functions are its hooks
 
 
 def _card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:

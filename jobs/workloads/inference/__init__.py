@@ -17,8 +17,8 @@ from typing import Any
 
 from jobs import accuracy, config_schema, engines, inject, measure, model_math, noise
 from jobs.engines.vllm.settings import memory_utilization
-from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
+from jobs.workloads import Ranks, Result
+from jobs.workloads.base import Package, drop, language_model_problem, length_identity, length_problems, lengths
 
 from .metrics import METRICS
 from .metrics import repeat as repeat_metrics
@@ -309,22 +309,7 @@ def summarise_ranks(ranks: list[dict], *, batch: int, inp: int, out: int, info: 
     return Result(samples=samples, info=info, status="ok" if produced == {out} else "failed")
 
 
-class Inference(Workload):
-    """LLM inference: this module's functions are its hooks."""
-
-    name = "inference"
-    metrics = METRICS
-    options = OPTIONS
-    report = f"{__name__}.report"
-    check = staticmethod(check)
-    params = staticmethod(params)
-    run = staticmethod(run)
-    tasks = staticmethod(tasks)
-    identity = staticmethod(identity)
-    resolve = staticmethod(resolve)
-
-
-WORKLOAD = Inference()
+WORKLOAD = Package(__name__, METRICS, OPTIONS)   # this module's functions are its hooks
 
 
 def _card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:

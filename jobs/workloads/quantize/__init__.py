@@ -16,8 +16,8 @@ from typing import Any
 
 from jobs import config_schema, measure, noise
 from jobs.model_math import module_shapes
-from jobs.workloads import Ranks, Result, Workload
-from jobs.workloads.base import language_model_problem
+from jobs.workloads import Ranks, Result
+from jobs.workloads.base import Package, language_model_problem
 
 from . import assign as assignment
 from .metrics import METRICS
@@ -301,18 +301,4 @@ def timed_samples(ranks: list[dict]) -> dict[str, list[float]]:
             **measure.energy(ranks, work=sum(n for rep in reps for n, _ in rep), per_joule="eval_tok_per_j")}
 
 
-class Quantize(Workload):
-    """Mixed-precision quantization: this module's functions are its hooks."""
-
-    name = "quantize"
-    metrics = METRICS
-    options = OPTIONS
-    report = f"{__name__}.report"
-    check = staticmethod(check)
-    params = staticmethod(params)
-    run = staticmethod(run)
-    tasks = staticmethod(tasks)
-    identity = staticmethod(identity)
-
-
-WORKLOAD = Quantize()
+WORKLOAD = Package(__name__, METRICS, OPTIONS)   # this module's functions are its hooks

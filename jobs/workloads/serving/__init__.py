@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from jobs import accuracy, conf, config_schema, engines, inject, measure, noise
-from jobs.workloads import Also, Ranks, Result, Workload
-from jobs.workloads.base import drop, language_model_problem, length_identity, length_problems, lengths
+from jobs.workloads import Also, Ranks, Result
+from jobs.workloads.base import Package, drop, language_model_problem, length_identity, length_problems, lengths
 
 from . import dataset as datasets
 from . import load as loads
@@ -453,19 +453,5 @@ def met(figures: dict[str, Any], limits: Slo) -> bool:
             and figures.get("tpot_p99_s", 0.0) <= limits.tpot_s)
 
 
-class Serving(Workload):
-    """Serving: this module's functions are its hooks."""
-
-    name = "serving"
-    metrics = METRICS
-    options = OPTIONS
-    report = f"{__name__}.report"
-    check = staticmethod(check)
-    params = staticmethod(params)
-    run = staticmethod(run)
-    tasks = staticmethod(tasks)
-    identity = staticmethod(identity)
-
-
-WORKLOAD = Serving()
-__all__ = ["METRICS", "SLO_PRESETS", "WORKLOAD", "Serving"]
+WORKLOAD = Package(__name__, METRICS, OPTIONS)   # this module's functions are its hooks
+__all__ = ["METRICS", "SLO_PRESETS", "WORKLOAD"]

@@ -11,7 +11,8 @@ import importlib.util
 from typing import Any
 
 from jobs import config_schema
-from jobs.workloads import Ranks, Workload
+from jobs.workloads import Ranks
+from jobs.workloads.base import Package
 
 from .metrics import METRICS
 from .options import OPTIONS
@@ -80,18 +81,4 @@ def run(cfg: dict[str, Any], ctx):
     return measure(cfg, ctx)
 
 
-class Superres(Workload):
-    """SR3 super-resolution: this module's functions are its hooks."""
-
-    name = "superres"
-    metrics = METRICS
-    options = OPTIONS
-    report = f"{__name__}.report"
-    check = staticmethod(check)
-    params = staticmethod(params)
-    run = staticmethod(run)
-    tasks = staticmethod(tasks)
-    identity = staticmethod(identity)
-
-
-WORKLOAD = Superres()
+WORKLOAD = Package(__name__, METRICS, OPTIONS)   # this module's functions are its hooks
