@@ -148,7 +148,8 @@ def torch_threads() -> int:
 # Two models per card count: each worker runs both, one after the other (the second model's records must be its own).
 GRID = ["-m", "model=tiny-llama,tiny-mistral", "cards=1,2", "workload.batch_size=1", "workload.shape=8x4",
         "workload.noise.max_repeats=3", "sweep.report=false"]
-TIMINGS = {"start_time", "end_time", "finish_time", "duration_s", "hostname", "job_id"}
+# and the gate's reference build: seconds in the sweep that builds it, null in the one that finds it cached
+TIMINGS = {"start_time", "end_time", "finish_time", "duration_s", "hostname", "job_id", "reference_built_s"}
 
 
 def _sweep(cwd, *args) -> list[dict]:

@@ -288,190 +288,227 @@ def run(groups: dict[str, list[Point]], sweep_dir: Path, *, max_parallel: int, s
     On Ctrl-C, SIGTERM or the stop file (jobs.cancel) the running points are cancelled (each writes a `cancelled`
     record), the others are not started, and KeyboardInterrupt is raised; workers stop by themselves if this
     process is killed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from jobs.progress import console
-
     queue = units(groups, max_parallel)
-    total = sum(len(pts) for _, pts in queue)
-    if not total:   # nothing to run: no journal lines, no 0/0 bar
+    if not any(pts for _, pts in queue):   # nothing to run: no journal lines, no 0/0 bar
         return {}
-    out = console()
-    running: list[_Running] = []
-    status: dict[str, str] = {}
     journal = journal or Journal(sweep_dir, watchdog.identity(sweep_dir), [p for _, pts in queue for p in pts])
-    owner = journal.owner
-    numbers: dict[str, int] = {}   # point id -> its start line's number, in the order points start (a point
-    # a worker reached but did not run, started again by a new worker, keeps its number)
-    stopping = False    # interrupted: no point starts any more, nor is shown or journaled as started
-    warned: set[str] = set()   # other sweeps on our cores, said once each
+    return _LocalRun(queue, Path(sweep_dir), journal, max_parallel, started).execute()
 
-    def busy() -> int:
+
+class _LocalRun:
+    """One run(): the queue of worker units, the running workers, each point's status, and the progress bar."""
+
+    def __init__(self, queue: list[tuple[str, list[Point]]], sweep_dir: Path, journal: Journal, max_parallel: int,
+                 started) -> None:
+        from jobs.progress import console
+
+        self.queue, self.sweep_dir, self.journal, self.owner = queue, sweep_dir, journal, journal.owner
+        self.max_parallel, self.started = max_parallel, started
+        self.total = sum(len(pts) for _, pts in queue)
+        self.out = console()
+        self.running: list[_Running] = []
+        self.status: dict[str, str] = {}
+        # point id -> its start line's number, in the order points start (a point a worker reached but did not
+        # run, started again by a new worker, keeps its number)
+        self.numbers: dict[str, int] = {}
+        self.stopping = False   # interrupted: no point starts any more, nor is shown or journaled as started
+        self.warned: set[str] = set()   # other sweeps on our cores, said once each
+        self.progress = self.bar = None
+
+    # --- what the bar says
+    def busy(self) -> int:
         """Points running now (a worker's first point; none once the sweep stops)."""
-        return 0 if stopping else sum(bool(w.points) for w in running)
+        return 0 if self.stopping else sum(bool(w.points) for w in self.running)
 
-    def pending() -> int:
-        return sum(len(pts) for _, pts in queue) + sum(len(w.points) for w in running) - busy()
+    def pending(self) -> int:
+        return sum(len(pts) for _, pts in self.queue) + sum(len(w.points) for w in self.running) - self.busy()
 
-    def describe() -> str:
-        cancelled = sum(s == "cancelled" for s in status.values())
-        inaccurate = sum(s == "inaccurate" for s in status.values())   # measured, but failed the accuracy gate
-        failed = sum(s not in ("ok", "cancelled", "inaccurate") for s in status.values())
-        text = f"ok {len(status) - failed - cancelled - inaccurate} · failed {failed}"
+    def describe(self) -> str:
+        status = self.status.values()
+        cancelled = sum(s == "cancelled" for s in status)
+        inaccurate = sum(s == "inaccurate" for s in status)   # measured, but failed the accuracy gate
+        failed = sum(s not in ("ok", "cancelled", "inaccurate") for s in status)
+        text = f"ok {len(self.status) - failed - cancelled - inaccurate} · failed {failed}"
         if inaccurate:
             text += f" · inaccurate {inaccurate}"
-        if cancelled or stopping:
+        if cancelled or self.stopping:
             text += f" · cancelled {cancelled}"
-        return text + (f" · not started {pending()}" if stopping else f" · running {busy()} · pending {pending()}")
+        return text + (f" · not started {self.pending()}" if self.stopping
+                       else f" · running {self.busy()} · pending {self.pending()}")
 
-    def done(point: Point, st: str, elapsed: float, progress) -> None:
-        status[point.point_id] = st
-        journal.set([point], st)
-        progress.console.print(f"[{len(status)}/{total}] {st:<9} {point.point_id}  {point.label}  ({elapsed:.1f} s)")
-        progress.update(bar, advance=1)
+    def done(self, point: Point, st: str, elapsed: float) -> None:
+        self.status[point.point_id] = st
+        self.journal.set([point], st)
+        self.progress.console.print(f"[{len(self.status)}/{self.total}] {st:<9} {point.point_id}  {point.label}  "
+                                    f"({elapsed:.1f} s)")
+        self.progress.update(self.bar, advance=1)
 
-    def begins(point: Point, progress) -> None:
+    def begins(self, point: Point) -> None:
         """Without a terminal the bar is drawn only at the end: a line says which point started, and when."""
-        n = numbers.setdefault(point.point_id, len(numbers) + 1)
-        if not out.is_terminal:
-            progress.console.print(f"[{n}/{total}] started   {point.point_id}  {point.label}  "
-                                   f"({time.strftime('%H:%M:%S')})")
+        n = self.numbers.setdefault(point.point_id, len(self.numbers) + 1)
+        if not self.out.is_terminal:
+            self.progress.console.print(f"[{n}/{self.total}] started   {point.point_id}  {point.label}  "
+                                        f"({time.strftime('%H:%M:%S')})")
 
-    def own_cores(pts: list[Point]) -> tuple[int, ...]:
+    # --- starting a worker
+    def own_cores(self, pts: list[Point]) -> tuple[int, ...]:
         """Cores no running worker has, as many as these points pin; () when they do not pin or none are free
         (with one worker at a time: (), all of this process's). The worker inherits them (limit_cpu pins within)."""
         need = max((pinned_cores(p) or 0 for p in pts), default=0)
-        taken = {c for w in running for c in w.cores}
+        taken = {c for w in self.running for c in w.cores}
         free = [c for c in _machine_cores() if c not in taken]
-        pins = max_parallel > 1 and hasattr(os, "sched_setaffinity") and 0 < need <= len(free)
+        pins = self.max_parallel > 1 and hasattr(os, "sched_setaffinity") and 0 < need <= len(free)
         return tuple(free[:need]) if pins else ()
 
-    def start(key: str, pts: list[Point], progress) -> None:
+    def shared_with(self, pts: list[Point], cores: tuple[int, ...]) -> list[str]:
+        """Other local sweeps on the cores these points' ranks pin (limit_cpu: the first of those it inherits):
+        it halves both sweeps' figures, so it is said once, and in the record (info.cpu_cores_shared_with)."""
+        need = max((pinned_cores(p) or 0 for p in pts), default=0)
+        pins = set(cores) or set(_machine_cores()[:need])
+        register(self.owner, self.sweep_dir, pins | {c for w in self.running for c in w.cores})
+        shared = sharing(self.owner, pins)
+        for other in shared:
+            if other not in self.warned:
+                self.warned.add(other)
+                self.progress.console.print(f"warning: another local sweep's workers run on CPU cores this one "
+                                            f"pins: {other}; both sweeps' measurements are slowed (run one after "
+                                            "the other)")
+        return shared
+
+    def start(self, key: str, pts: list[Point]) -> None:
         submitted = records.now()
         for p in pts:
             p.submitted = submitted
-        cores = own_cores(pts)
+        cores = self.own_cores(pts)
         mine = os.sched_getaffinity(0) if cores else None
-        # the cores its ranks pin (limit_cpu: the first of those it inherits); another local sweep on them halves
-        # both sweeps' figures: said once, and in the record (info.cpu_cores_shared_with)
-        need = max((pinned_cores(p) or 0 for p in pts), default=0)
-        pins = set(cores) or set(_machine_cores()[:need])
-        register(owner, sweep_dir, pins | {c for w in running for c in w.cores})
-        shared = sharing(owner, pins)
-        for other in shared:
-            if other not in warned:
-                warned.add(other)
-                progress.console.print(f"warning: another local sweep's workers run on CPU cores this one pins: "
-                                       f"{other}; both sweeps' measurements are slowed (run one after the other)")
+        shared = self.shared_with(pts, cores)
         try:
             if shared:
                 os.environ[SHARED_ENV] = "; ".join(shared)
-            ex = _executor(pts[0].resources, sweep_dir / "submitit", len(pts))
+            ex = _executor(pts[0].resources, self.sweep_dir / "submitit", len(pts))
             if cores:   # the worker process is forked in submit() and keeps this thread's affinity
                 os.sched_setaffinity(0, cores)
             if len(pts) == 1 and (pts[0].cfg or {}).get("isolation") == "process":
-                job = ex.submit(run_point, pts[0].spec(), str(sweep_dir), owner)
+                job = ex.submit(run_point, pts[0].spec(), str(self.sweep_dir), self.owner)
             else:
-                job = ex.submit(run_points, [p.spec() for p in pts], str(sweep_dir), owner,
+                job = ex.submit(run_points, [p.spec() for p in pts], str(self.sweep_dir), self.owner,
                                 pts[0].resources.time_min * 60)
         except OSError as exc:  # its job files could not be written: these points fail, not the sweep
             for p in pts:
-                done(p, settle(None, p, sweep_dir, 0.0), 0.0, progress)
+                self.done(p, settle(None, p, self.sweep_dir, 0.0), 0.0)
             print(f"error: could not start point(s) {', '.join(p.point_id for p in pts)}: {exc}", file=sys.stderr)
             return
         finally:
             os.environ.pop(SHARED_ENV, None)
             if mine is not None:
                 os.sched_setaffinity(0, mine)
-        running.append(_Running(key, list(pts), job, time.monotonic(), len(pts), cores))
-        journal.set(pts[:1], "running", job.job_id)
-        begins(pts[0], progress)
-        if started is not None:
-            started([w.points for w in running])
+        self.running.append(_Running(key, list(pts), job, time.monotonic(), len(pts), cores))
+        self.journal.set(pts[:1], "running", job.job_id)
+        self.begins(pts[0])
+        if self.started is not None:
+            self.started([w.points for w in self.running])
 
-    def recorded(w: _Running, progress) -> None:
+    # --- following the workers
+    def recorded(self, w: _Running) -> None:
         """Settle the points of `w` that have their record (a worker runs its points in order)."""
-        while w.points and (rec := records.written_since(sweep_dir, (p := w.points[0]).point_id,
+        while w.points and (rec := records.written_since(self.sweep_dir, (p := w.points[0]).point_id,
                                                          p.submitted)) is not None:
             now = time.monotonic()
-            done(w.points.pop(0), rec["status"], now - w.t0, progress)
-            if w.points and not stopping:   # the worker goes on to its next point
-                journal.set(w.points[:1], "running", w.job.job_id)
-                begins(w.points[0], progress)
+            self.done(w.points.pop(0), rec["status"], now - w.t0)
+            if w.points and not self.stopping:   # the worker goes on to its next point
+                self.journal.set(w.points[:1], "running", w.job.job_id)
+                self.begins(w.points[0])
             w.t0 = now
 
-    def advance(w: _Running, progress) -> None:
+    def advance(self, w: _Running) -> None:
         """Settle the points of `w` that have their record; when its job ended, the one it was running too."""
-        recorded(w, progress)
+        self.recorded(w)
         if not w.points:   # its process may still be exiting; nothing of it is waited for
-            running.remove(w)
+            self.running.remove(w)
         elif w.job.done():
-            running.remove(w)
+            self.running.remove(w)
             ran = _ran(w.job)
             # It returned early (several ranks stop after a failure): what it ran without a record failed, the
             # rest was not started. It crashed: the point it was running failed. A new worker takes the rest.
             blamed = 1 if ran is None else max(0, ran - (w.total - len(w.points)))
             for p in w.points[:blamed]:
                 elapsed = time.monotonic() - w.t0
-                done(p, settle(w.job, p, sweep_dir, elapsed), elapsed, progress)
+                self.done(p, settle(w.job, p, self.sweep_dir, elapsed), elapsed)
             if w.points[blamed:]:   # before anything else
-                journal.set(w.points[blamed:blamed + 1], "pending")
-                queue.insert(0, (w.key, w.points[blamed:]))
+                self.journal.set(w.points[blamed:blamed + 1], "pending")
+                self.queue.insert(0, (w.key, w.points[blamed:]))
 
-    # Ctrl-C, SIGTERM and a hangup cancel the sweep (jobs.sweep takes them from its start; a caller of run() may not)
-    previous = watchdog.take_interrupts()
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=out, transient=False) as progress:
-            bar = progress.add_task(describe(), total=total)
-            try:
-                while queue or running:
-                    if os.path.exists(owner["stop"]):   # jobs.cancel
-                        raise KeyboardInterrupt("cancelled")
-                    while queue and len(running) < max(1, max_parallel):
-                        start(*queue.pop(0), progress)
-                    for w in running[:]:   # advance() removes ended workers
-                        advance(w, progress)
-                    progress.update(bar, description=describe())
-                    time.sleep(0.05 if running else 0)
-            except KeyboardInterrupt:
-                for sig in previous:   # a second Ctrl-C (or SIGTERM, hangup) must not cut the clean-up short
-                    signal.signal(sig, signal.SIG_IGN)
-                progress.console.print(f"interrupted: cancelling {busy()} running point(s); {pending()} not started")
-                stopping = True
-                # The point each worker runs now; one the worker reaches while it stops never started measuring
-                # (its worker writes a record itself if it did), so it gets no record saying it ran.
-                ran = {id(w): w.points[0] for w in running if w.points}
-                watchdog.stop(owner)   # each worker writes its `cancelled` record and exits
-                for wait_s, cancel in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
-                    for w in running:
-                        if cancel and not w.job.done():
-                            w.job.cancel()
-                    deadline = time.monotonic() + wait_s
-                    while any(not w.job.done() for w in running) and time.monotonic() < deadline:
-                        time.sleep(0.2)
-                for w in running:
-                    recorded(w, progress)
-                    if w.points and w.points[0] is ran.get(id(w)):
-                        elapsed = time.monotonic() - w.t0
-                        point = w.points.pop(0)
-                        done(point, settle(w.job, point, sweep_dir, elapsed, cancelled=True), elapsed, progress)
-                journal.set([p for _, pts in queue for p in pts] + [p for w in running for p in w.points],
-                            "cancelled")   # not started; they have no record
-                progress.update(bar, description=describe())
-                raise
-    finally:
-        journal.close()
-        unregister(owner)
+    def loop(self) -> None:
+        """Start workers while there is room, follow them, until every point is settled."""
+        while self.queue or self.running:
+            if os.path.exists(self.owner["stop"]):   # jobs.cancel
+                raise KeyboardInterrupt("cancelled")
+            while self.queue and len(self.running) < max(1, self.max_parallel):
+                self.start(*self.queue.pop(0))
+            for w in self.running[:]:   # advance() removes ended workers
+                self.advance(w)
+            self.progress.update(self.bar, description=self.describe())
+            time.sleep(0.05 if self.running else 0)
+
+    def cancel(self, previous: dict) -> None:
+        """Interrupted: the running points cancelled (each worker writes its `cancelled` record), the rest not
+        started."""
+        for sig in previous:   # a second Ctrl-C (or SIGTERM, hangup) must not cut the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        self.progress.console.print(f"interrupted: cancelling {self.busy()} running point(s); {self.pending()} not "
+                                    "started")
+        self.stopping = True
+        # The point each worker runs now; one the worker reaches while it stops never started measuring (its
+        # worker writes a record itself if it did), so it gets no record saying it ran.
+        ran = {id(w): w.points[0] for w in self.running if w.points}
+        watchdog.stop(self.owner)   # each worker writes its `cancelled` record and exits
+        for wait_s, kill in ((30, False), (5, True)):   # then submitit's cancel (SIGINT) for stragglers
+            for w in self.running:
+                if kill and not w.job.done():
+                    w.job.cancel()
+            deadline = time.monotonic() + wait_s
+            while any(not w.job.done() for w in self.running) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        for w in self.running:
+            self.recorded(w)
+            if w.points and w.points[0] is ran.get(id(w)):
+                elapsed = time.monotonic() - w.t0
+                point = w.points.pop(0)
+                self.done(point, settle(w.job, point, self.sweep_dir, elapsed, cancelled=True), elapsed)
+        self.journal.set([p for _, pts in self.queue for p in pts] + [p for w in self.running for p in w.points],
+                         "cancelled")   # not started; they have no record
+        self.progress.update(self.bar, description=self.describe())
+
+    def execute(self) -> dict[str, str]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        # Ctrl-C, SIGTERM and a hangup cancel the sweep (jobs.sweep takes them from its start; a caller of run()
+        # may not)
+        previous = watchdog.take_interrupts()
+        try:
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          console=self.out, transient=False) as self.progress:
+                self.bar = self.progress.add_task(self.describe(), total=self.total)
+                try:
+                    self.loop()
+                except KeyboardInterrupt:
+                    self.cancel(previous)
+                    raise
+        finally:
+            self.close(previous)
+        return self.status
+
+    def close(self, previous: dict) -> None:
+        self.journal.close()
+        unregister(self.owner)
         # submitit's local controller makes the folder it is given, submitit/%j itself, and never writes in it
         try:
-            (sweep_dir / "submitit" / JOB_FOLDER).rmdir()
+            (self.sweep_dir / "submitit" / JOB_FOLDER).rmdir()
         except OSError:
             pass
-        watchdog.release(owner)
+        watchdog.release(self.owner)
         for sig, was in previous.items():
             signal.signal(sig, was)
-    return status
 
 
 class Local(Scheduler):
