@@ -186,18 +186,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
         cpu = limit_cpu(spec["params"].get("cpu_threads_per_rank"), local_rank, local_world)
         spec = {**spec, "params": {**spec["params"], "cpu_threads_per_rank": cpu["cpu_threads_per_rank"]}}
         if world > 1 and not worker.dist:
-            import submitit
-            import torch.distributed as dist
-
-            env = submitit.helpers.TorchDistributedEnvironment()
-            # export() refuses to overwrite any MASTER_PORT, so the port is chosen on the object: the user's own
-            # (it wins; taken out of the environment for export() to put back) or one from the job id
-            given = os.environ.pop("MASTER_PORT", None)
-            env.master_port = int(given) if given else master_port(submitit.JobEnvironment().job_id)
-            env.export(set_cuda_visible_devices=False)
-            if device_kind == "hpu":  # registers the hccl backend with torch.distributed
-                import habana_frameworks.torch.distributed.hccl  # noqa: F401
-            dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(seconds=dist_timeout_s(cfg)))
+            _init_dist(cfg, device_kind)
             worker.dist = True
         device = setup_device(device_kind, local_rank, local_world, threads=cpu["cpu_threads_per_rank"])
         device, injected = inject.slowed(device, cfg["hardware"].get("name"))   # tests of accelsweep only (jobs.inject)
@@ -255,6 +244,22 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
             _write(spec, point_dir, start, device, hosts, status=status,
                    error=records.error_info(exc, message=message, log_tail=(others + tb) if others else tb))
         raise
+
+
+def _init_dist(cfg: dict[str, Any], device_kind: str) -> None:
+    """torch.distributed's process group of the job's ranks (once per worker: its points share it)."""
+    import submitit
+    import torch.distributed as dist
+
+    env = submitit.helpers.TorchDistributedEnvironment()
+    # export() refuses to overwrite any MASTER_PORT, so the port is chosen on the object: the user's own (it wins;
+    # taken out of the environment for export() to put back) or one from the job id
+    given = os.environ.pop("MASTER_PORT", None)
+    env.master_port = int(given) if given else master_port(submitit.JobEnvironment().job_id)
+    env.export(set_cuda_visible_devices=False)
+    if device_kind == "hpu":  # registers the hccl backend with torch.distributed
+        import habana_frameworks.torch.distributed.hccl  # noqa: F401
+    dist.init_process_group(backend=dist_backend(device_kind), timeout=timedelta(seconds=dist_timeout_s(cfg)))
 
 
 RANK0_GRACE_S = 30.0   # rank 0's failure record takes a few seconds (lost_nodes waits 3 s for each node it asks)

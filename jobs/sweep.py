@@ -15,6 +15,7 @@ from jobs import progress
 if __name__ == "__main__":   # a signal while the libraries below load ends the command with one line
     progress.early_interrupts()
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,47 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
     """Plan every point, then run or submit those without an ok record.
 
     Nothing is written before the points are accepted; the sweep directory is then locked for this run."""
+    sw = _plan(configs)
+    _present(sw)
+    if sw.first["dry_run"]:
+        submit.print_plan(sw.groups, sw.sweep_dir, sw.cluster, sw.limits)
+        return sw.points
+    if not sw.todo and not sw.busy and not sw.elsewhere:
+        print("nothing to run: every point already has an ok record (force=true runs them again)")
+    submitted = _execute(sw, hydra_config)
+    if submitted is not None:   # a batch scheduler: the jobs are queued
+        _follow(sw, *submitted)
+    return sw.points
+
+
+@dataclass
+class _Sweep:
+    """One sweep command's plan: its points, where they run, what is measured already and what is left to do."""
+
+    points: list[plan.Point]
+    first: dict[str, Any]          # the first point's config: the sweep-wide keys are equal in every point's
+    sched: Any                     # the cluster's scheduler (jobs.schedulers)
+    sweep_dir: Path
+    here: list[plan.Point]         # the points of this cluster
+    bounds: Any                    # the performance references' bounds (None: no references)
+    slowed: dict[str, float]       # fault injection's slowdowns (jobs.inject)
+    active: dict[str, str]         # point id -> the queued or running job that has it
+    earlier: dict[str, Any]
+    todo: list[plan.Point]
+    measured: list[plan.Point]
+    busy: list[plan.Point]         # queued or running already: not submitted again
+    groups: dict[str, list[plan.Point]]
+    limits: Limits | None = None
+    elsewhere: Any = None          # the commands for the points of other clusters
+
+    @property
+    def cluster(self) -> dict[str, Any]:
+        return self.first["cluster"]
+
+
+def _plan(configs: list[tuple[list[str], dict[str, Any]]]) -> _Sweep:
+    """Every point planned and checked, against the manifest and the scheduler: SweepRejected before anything is
+    written or measured."""
     points = plan.plan(configs)   # checks every value's type first
     first = configs[0][1]
     for key in ("sweep", "cluster", "dry_run", "force", "reference", "report"):
@@ -57,9 +99,8 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
     if why := _baseline_problem(first.get("report") or {}):
         raise plan.SweepRejected([("report", why)])
-    cluster = first["cluster"]
     try:
-        sched = schedulers.get(cluster["kind"])
+        sched = schedulers.get(first["cluster"]["kind"])
     except ValueError as exc:
         raise plan.SweepRejected([("cluster", str(exc))]) from None
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
@@ -69,105 +110,125 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         slowed = inject.factors()
     except ValueError as exc:
         raise plan.SweepRejected([("environment", str(exc))]) from None
-    manifest = Manifest(sweep_dir)
-    active, earlier = _queued(manifest)
+    active, earlier = _queued(Manifest(sweep_dir))
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
-    groups = plan.groups(todo)
     if unwritable := submit.unwritable(todo, sweep_dir):   # found before anything is measured
         raise plan.SweepRejected(unwritable)
-    limits = None
-    if groups:
-        problems = sched.check(groups, cluster)
-        if problems:
+    sw = _Sweep(points, first, sched, sweep_dir, here, bounds, slowed, active, earlier, todo, measured, busy,
+                plan.groups(todo))
+    if sw.groups:
+        if problems := sched.check(sw.groups, sw.cluster):
             raise plan.SweepRejected(problems)
-        limits = sched.limits(cluster)
-        for why in sched.warnings(groups):
+        sw.limits = sched.limits(sw.cluster)
+        for why in sched.warnings(sw.groups):
             print(f"warning: {why}", file=sys.stderr, flush=True)
-    queued = "" if sched.waits else f"{len(busy)} queued or running (skipped), "
-    print(f"sweep {first['sweep']['name']}: {len(points)} point(s), {len(measured)} already measured (skipped), "
-          f"{queued}{len(todo)} to run in {len(groups)} resource group(s) on cluster {cluster['name']}", flush=True)
-    notes = {p.params["engine_note"] for p in points if p.params.get("engine_note")}
-    for note in sorted(notes | {n for p in points for n in p.notes}):
+    return sw
+
+
+def _present(sw: _Sweep) -> None:
+    """The plan in a few lines: counts, notes, cost, injected faults, what is queued already, other clusters."""
+    queued = "" if sw.sched.waits else f"{len(sw.busy)} queued or running (skipped), "
+    print(f"sweep {sw.first['sweep']['name']}: {len(sw.points)} point(s), {len(sw.measured)} already measured "
+          f"(skipped), {queued}{len(sw.todo)} to run in {len(sw.groups)} resource group(s) on cluster "
+          f"{sw.cluster['name']}", flush=True)
+    notes = {p.params["engine_note"] for p in sw.points if p.params.get("engine_note")}
+    for note in sorted(notes | {n for p in sw.points for n in p.notes}):
         print(f"note: {note}", flush=True)
-    if priced := cost.plan_line(cluster, {p.params["hardware"] for p in here}):
+    if priced := cost.plan_line(sw.cluster, {p.params["hardware"] for p in sw.here}):
         print(priced, flush=True)
-    if slowed:
+    if sw.slowed:
         print(f"warning: fault injection ({inject.ENV}): "
-              f"{', '.join(f'{h} slowed {f:g}x' for h, f in slowed.items())}; their records say so "
+              f"{', '.join(f'{h} slowed {f:g}x' for h, f in sw.slowed.items())}; their records say so "
               f"(info.{inject.INFO})", file=sys.stderr, flush=True)
-    if busy:
-        shown = ", ".join(f"{p.point_id} (job {active[p.point_id]})" for p in busy[:5])
-        print(f"queued or running, not submitted again{' even with force=true' if first['force'] else ''}: "
-              f"{shown}{' ...' if len(busy) > 5 else ''} (python -m jobs.status {sweep_dir} lists them)", flush=True)
-    elsewhere = submit.elsewhere_commands([p for p in points if p.elsewhere], sys.argv)
-    submit.print_elsewhere(elsewhere, cluster["name"])
-    if first["dry_run"]:
-        submit.print_plan(groups, sweep_dir, cluster, limits)
-        return points
-    if not todo and not busy and not elsewhere:
-        print("nothing to run: every point already has an ok record (force=true runs them again)")
+    if sw.busy:
+        shown = ", ".join(f"{p.point_id} (job {sw.active[p.point_id]})" for p in sw.busy[:5])
+        print(f"queued or running, not submitted again{' even with force=true' if sw.first['force'] else ''}: "
+              f"{shown}{' ...' if len(sw.busy) > 5 else ''} (python -m jobs.status {sw.sweep_dir} lists them)",
+              flush=True)
+    sw.elsewhere = submit.elsewhere_commands([p for p in sw.points if p.elsewhere], sys.argv)
+    submit.print_elsewhere(sw.elsewhere, sw.cluster["name"])
+
+
+def _execute(sw: _Sweep, hydra_config: DictConfig | None):
+    """Under the sweep directory's lock: the manifest entry, then the points run here (a waiting scheduler: the
+    run's outcome raised as PointsFailed or ReferencesViolated; None) or submitted ((manifest, entry, refused
+    arrays, active jobs))."""
+    first, sweep_dir = sw.first, sw.sweep_dir
     sweepdir.prepare(sweep_dir, group_readable=first["sweep"]["group_readable"])
     with sweepdir.Lock(sweep_dir):
         if hydra_config is not None:
             files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
         manifest = Manifest(sweep_dir)   # again, under the lock
-        entry = manifest.begin(points, cluster=cluster, elsewhere=elsewhere)
-        _save_references(sweep_dir, first.get("reference") if bounds else None)
+        entry = manifest.begin(sw.points, cluster=sw.cluster, elsewhere=sw.elsewhere)
+        _save_references(sweep_dir, first.get("reference") if sw.bounds else None)
         sweepdir.save_report_settings(sweep_dir, first.get("report"))
-        report = first["sweep"]["report"] and (bool(here) or not sched.waits)
-        active_jobs = sorted({t.split("_")[0] for t in active.values()})
+        report = first["sweep"]["report"] and (bool(sw.here) or not sw.sched.waits)
+        active_jobs = sorted({t.split("_")[0] for t in sw.active.values()})
         # While a local worker starts (imports torch), the report's libraries load beside it (finish.prepare).
-        sub = Submission(groups, sweep_dir, cluster, manifest, entry, limits=limits or Limits(),
+        sub = Submission(sw.groups, sweep_dir, sw.cluster, manifest, entry, limits=sw.limits or Limits(),
                          report=after_sweep if report else None, active_jobs=active_jobs,
-                         superseded=earlier["pending_reports"], started=prepare if report else None)
+                         superseded=sw.earlier["pending_reports"], started=prepare if report else None)
         try:
-            outcome = sched.submit(sub)
+            outcome = sw.sched.submit(sub)
         except KeyboardInterrupt:
-            if sched.waits:   # the points ran here: the records of those that ended are kept
+            if sw.sched.waits:   # the points ran here: the records of those that ended are kept
                 raise
             sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
             print(f"interrupted: {sent} of {len(entry['groups'])} array(s) submitted; python -m jobs.status "
                   f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
             sys.exit(130)
-        if sched.waits:
-            violated = check_references(bounds, sweep_dir, here)
-            _raise_if_failed({p.point_id: p for p in todo}, outcome.statuses)
+        if sw.sched.waits:
+            violated = check_references(sw.bounds, sweep_dir, sw.here)
+            _raise_if_failed({p.point_id: p for p in sw.todo}, outcome.statuses)
             _raise_if_violated(violated)
-            return points
-        refused = outcome.refused
+            return None
+    return manifest, entry, outcome.refused, active_jobs
+
+
+def _follow(sw: _Sweep, manifest: Manifest, entry: dict[str, Any], refused: list[str], active_jobs: list[str]) -> None:
+    """After submitting: the commands to follow the jobs; with sweep.wait, the wait, the report job's outcome and
+    the references; then what was refused."""
+    sweep_dir = sw.sweep_dir
     print(f"manifest: {manifest.path}\nstatus:   python -m jobs.status {sweep_dir}\n"
           f"cancel:   python -m jobs.cancel {sweep_dir}", flush=True)
-    if bounds and not first["sweep"]["wait"]:
-        print(f"references: {len(bounds)} bound(s), checked by the report job once the jobs end "
+    if sw.bounds and not sw.first["sweep"]["wait"]:
+        print(f"references: {len(sw.bounds)} bound(s), checked by the report job once the jobs end "
               f"(python -m jobs.status {sweep_dir} shows the check; exit status 3 when violated)", flush=True)
     violated = None
-    if first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
-        try:
-            counts = submit.wait(sweep_dir, poll_s=first["sweep"]["poll_s"], poll_max_s=first["sweep"]["poll_max_s"])
-        except KeyboardInterrupt:   # the jobs stay queued: say so, on a line of its own after the live display
-            signal.signal(signal.SIGINT, signal.SIG_IGN)   # while squeue is asked once more
-            if sys.stdout.isatty():   # the live line has no newline yet
-                print(flush=True)
-            print(submit.still_queued(sweep_dir, Manifest.load(sweep_dir)), file=sys.stderr, flush=True)
-            sys.exit(130)
-        print(f"done: {status.summary_line(counts)}")
-        violated = check_references(bounds, sweep_dir, here)
-        line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
-        if line:
-            print(line)
-        if failed:
-            raise SubmissionFailed(f"the report job failed (its log is above); once mended, rebuild the report "
-                                   f"with python -m analysis.aggregate {sweep_dir} && python -m report.build "
-                                   f"{sweep_dir} --out {sweep_dir / 'site'}")
-        if any(n for s, n in counts.items() if s != "ok"):
-            raise PointsFailed(f"not every point is ok: {status.summary_line(counts)}; python -m jobs.status "
-                               f"{sweep_dir} lists them")
+    if sw.first["sweep"]["wait"] and (manifest.job_ids() or active_jobs):
+        violated = _wait(sw)
     _raise_if_violated(violated)
     if refused:
         sent = sum(bool(g["job_id"]) for g in entry["groups"].values())
         raise SubmissionFailed(f"{sent} of {len(entry['groups'])} array(s) submitted; "
                                f"python -m jobs.status {sweep_dir} lists what was not:\n" + "\n".join(refused))
-    return points
+
+
+def _wait(sw: _Sweep):
+    """Until every job ended (Ctrl-C leaves them queued, and says so); the references' violations, or
+    SubmissionFailed / PointsFailed."""
+    sweep_dir, sweep = sw.sweep_dir, sw.first["sweep"]
+    try:
+        counts = submit.wait(sweep_dir, poll_s=sweep["poll_s"], poll_max_s=sweep["poll_max_s"])
+    except KeyboardInterrupt:   # the jobs stay queued: say so, on a line of its own after the live display
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # while squeue is asked once more
+        if sys.stdout.isatty():   # the live line has no newline yet
+            print(flush=True)
+        print(submit.still_queued(sweep_dir, Manifest.load(sweep_dir)), file=sys.stderr, flush=True)
+        sys.exit(130)
+    print(f"done: {status.summary_line(counts)}")
+    violated = check_references(sw.bounds, sweep_dir, sw.here)
+    line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
+    if line:
+        print(line)
+    if failed:
+        raise SubmissionFailed(f"the report job failed (its log is above); once mended, rebuild the report "
+                               f"with python -m analysis.aggregate {sweep_dir} && python -m report.build "
+                               f"{sweep_dir} --out {sweep_dir / 'site'}")
+    if any(n for s, n in counts.items() if s != "ok"):
+        raise PointsFailed(f"not every point is ok: {status.summary_line(counts)}; python -m jobs.status "
+                           f"{sweep_dir} lists them")
+    return violated
 
 
 def _raise_if_failed(points: dict[str, plan.Point], status: dict[str, str]) -> None:
