@@ -309,11 +309,6 @@ def _read_cache(path: Path, columns: list[str] | None = None) -> pa.Table | None
         return None
 
 
-def cached_columns(sweep: Path, stats: dict[str, tuple[int, int]], columns: list[str]) -> dict[str, tuple]:
-    """Point id -> the values of `columns` in the sweep's results store, for the unchanged records (jobs.store.columns)."""
-    return store.columns(sweep, stats, columns)
-
-
 def invalid_row(path: Path, why: str) -> dict[str, Any]:
     """A row standing for a record file that could not be used (points/<id>/record.json)."""
     return {"point_id": path.parent.name, "sweep": path.parent.parent.parent.name, "status": INVALID,

@@ -60,11 +60,6 @@ def _n(value: Any) -> str:
     return f"n={int(value)}" if value is not None and pd.notna(value) else "n unknown"
 
 
-def _is_false(value: Any) -> bool:
-    """False, not missing: `stable` is absent (NaN) for points from before noise control."""
-    return value is not None and not (isinstance(value, float) and pd.isna(value)) and not bool(value)
-
-
 def _efficiency_claim(r: pd.Series) -> str:
     """What the efficiency's interval supports: superlinear only when the whole interval is above 1."""
     if pd.isna(r["eff_lo"]):
