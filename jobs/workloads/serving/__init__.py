@@ -266,7 +266,7 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
 
 
 def _served_facts(cfg: dict[str, Any], ctx) -> dict[str, Any]:
-    """What the point's server was started on (Launched.facts); nothing for an endpoint."""
+    """What the point's server was started on (Launched.facts)."""
     launched = ctx.cache.get(_server_key(cfg))
     return launched.facts if launched is not None else {}
 
@@ -297,7 +297,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
         return Result(samples={}, status="failed", error=str(exc), error_type="ServerStart")
     point = _Point(cfg, ctx, server)
     point.info.update({"server_start_s": start_s, "server_reused": start_s is None and not url,
-                       "server_url": server.base_url, **_served_facts(cfg, ctx)})
+                       "server_url": server.base_url, **({} if url else _served_facts(cfg, ctx))})
     if wl["warmup_requests"]:
         point.warm_up(int(wl["warmup_requests"]))
     try:
