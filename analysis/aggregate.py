@@ -32,7 +32,7 @@ from analysis.derived import add_derived
 from jobs import files, progress, store, workloads
 from jobs.metrics import declared
 from jobs.records import RECORD_NAME, read_point, record_stats, start_time_problem
-from jobs.store import PROVENANCE, STATS, flatten  # noqa: F401  (they lived here; callers import them)
+from jobs.store import flatten
 
 ORDER = ("workload", "hardware", "model", "precision", "cards")   # then each workload's MetricSet.order
 INVALID = "invalid"   # the status of a row that stands for a record file that could not be used

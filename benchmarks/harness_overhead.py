@@ -27,8 +27,8 @@ from pathlib import Path
 def point_cfg(overrides: list[str]) -> dict:
     from hydra import compose, initialize_config_module
 
-    from hydra_plugins.accelsweep_launcher import point_config
     from jobs.conf import MODULE
+    from jobs.config import point_config
 
     with initialize_config_module(config_module=MODULE, version_base="1.3"):
         return point_config(compose("config", overrides=overrides))

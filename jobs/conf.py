@@ -19,6 +19,11 @@ SHIPPED = Path(__file__).resolve().parents[1] / MODULE
 ENV_DIR = "ACCELSWEEP_CONFIG_DIR"
 
 
+def device(cfg: dict[str, Any]) -> str:
+    """The device kind a composed point runs on: its device_override when given, else its hardware's device."""
+    return cfg.get("device_override") or cfg["hardware"]["device"]
+
+
 def user_dir() -> Path:
     """The user config directory (searched by Hydra after the shipped one)."""
     return Path(os.environ.get(ENV_DIR) or Path.home() / ".config" / "accelsweep").expanduser()

@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from jobs import conf
+
 ACCELERATORS = ("cuda", "rocm", "hpu")
 # What each default sets, and the override keys that name it (a key, or any key below it, given by the command).
 NAMES: dict[str, tuple[str, ...]] = {
@@ -33,7 +35,7 @@ def named(overrides: list[str], keys: tuple[str, ...]) -> bool:
 
 def applies(cfg: dict[str, Any]) -> bool:
     block = cfg.get("accelerator_defaults") or {}
-    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = conf.device(cfg)
     return bool(block.get("enabled")) and device in ACCELERATORS and cfg["workload"]["name"] == "inference"
 
 

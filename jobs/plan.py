@@ -150,7 +150,7 @@ def _workload_identity(cfg: dict[str, Any]) -> Any:
     except (KeyError, TypeError, ValueError):  # an unknown workload is reported by make_point
         return cfg["workload"]
     out = dict(wl.identity(cfg))
-    # Noise settings at their defaults identify nothing (jobs.noise), so ids from before the noise block stay.
+    # Noise settings at their defaults identify nothing (jobs.noise): adding a setting never changes an id.
     if noise_block := noise.identity(out.pop("noise", None)):
         out["noise"] = noise_block
     return out
@@ -173,7 +173,7 @@ def base_params(cfg: dict[str, Any]) -> dict[str, Any]:
         "hardware_family": hw["family"],
         "hardware_generation": hw["generation"],
         "hardware_previous": hw["previous"],
-        "device": cfg.get("device_override") or hw["device"],
+        "device": conf.device(cfg),
         "device_override": cfg.get("device_override"),   # the report names such points "h100 (override: cpu)"
         "model": cfg["model"]["name"],
         "model_init": cfg["model"]["init"],
@@ -205,7 +205,7 @@ def cpu_threads(cfg: dict[str, Any]) -> dict[str, Any]:
         if isinstance(block, dict) and block.get("cpus_per_card") is not None:
             per_card, source = block["cpus_per_card"], f"{where}.cpus_per_card"
             break
-    device = cfg.get("device_override") or hw["device"]
+    device = conf.device(cfg)
     if per_card is None and device == "cpu":  # with device_override the card is a CPU card too
         per_card, source = hw.get("cores_per_card") or 1, "hardware.cores_per_card"
     if per_card is None and cluster["kind"] == "slurm" and hw["slurm"].get("cpus_per_card") is not None:
@@ -240,7 +240,7 @@ def card_memory_gb(cfg: dict[str, Any]) -> tuple[float | None, str]:
     cluster=local this machine's memory shared by the point's cards; on Slurm the site's mem_per_card_gb, else
     unknown (None)."""
     hw, cluster = cfg["hardware"], cfg["cluster"]
-    device = cfg.get("device_override") or hw["device"]
+    device = conf.device(cfg)
     if device != "cpu":
         return hw.get("memory_gb"), f"hardware.memory_gb of {hw['name']}"
     where = "device_override=cpu: " if cfg.get("device_override") else ""
@@ -317,7 +317,7 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
                   command=rerun_command(list(overrides), cfg["sweep"]["name"]), problems=problems,
                   elsewhere=elsewhere, notes=notes)
     if not problems and elsewhere is None and params.get("mem_fits") is False \
-            and (cfg.get("device_override") or cfg["hardware"]["device"]) == "cpu" \
+            and conf.device(cfg) == "cpu" \
             and not cfg["workload"].get("run_unfit"):
         # on the CPU a model that does not fit swaps the machine to a halt: refuse it before anything is built
         # (a dry run shows it, marked WILL NOT FIT, and says it would be refused)
@@ -378,9 +378,9 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
         problems.append(f"cards={cards} needs {nodes} nodes of {hw['name']} ({hw['cards_per_node']} cards per node) "
                         f"but cluster={cluster['name']} allows at most {cluster['max_nodes']} node(s), "
                         f"i.e. cards <= {cluster['max_nodes'] * hw['cards_per_node']}")
-    device = cfg.get("device_override") or hw["device"]
+    device = conf.device(cfg)
     if device == "endpoint":
-        problems += _endpoint_problems(cfg)
+        problems += _endpoint_hardware_problems(cfg)
     threads = cpu_threads(cfg)
     per_rank = threads["cpu_threads_per_rank"]
     if per_rank is not None and (not isinstance(per_rank, int) or isinstance(per_rank, bool) or per_rank < 1):
@@ -412,14 +412,14 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
 def endpoint_note(cfg: dict[str, Any]) -> str | None:
     """What the plan says of a point on endpoint-only hardware (device endpoint), None for any other."""
     hw = cfg["hardware"]
-    if (cfg.get("device_override") or hw["device"]) != "endpoint":
+    if conf.device(cfg) != "endpoint":
         return None
     url = cfg["workload"].get("endpoint") or (hw.get("endpoint") or {}).get("url")
     return (f"hardware={hw['name']} is endpoint-only: its points measure the hosted API at {url} from the node the "
             "job runs on (nothing is launched; network time is in every latency)")
 
 
-def _endpoint_problems(cfg: dict[str, Any]) -> list[str]:
+def _endpoint_hardware_problems(cfg: dict[str, Any]) -> list[str]:
     hw, wl, problems = cfg["hardware"], cfg["workload"], []
     if wl["name"] != "serving":
         problems.append(f"hardware={hw['name']} is endpoint-only (reached through its hosted API): its points run "

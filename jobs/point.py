@@ -23,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import engines, files, inject, records, watchdog, workloads
+from jobs import conf, engines, files, inject, records, watchdog, workloads
 from jobs.devices import Device, HostLoad, dist_backend, limit_cpu, reset_host_peak, setup_device
 from jobs.energy import make_meter
 from jobs.plan import dist_timeout_s, nodes_for
@@ -176,7 +176,7 @@ def _run(spec: dict[str, Any], sweep_dir: str, worker: Worker) -> str:
     point_dir = Path(sweep_dir) / "points" / spec["point_id"]
     files.mkdirs(point_dir)
     rank, world, local_rank, local_world, hosts = _job_env()
-    device_kind = cfg.get("device_override") or cfg["hardware"]["device"]
+    device_kind = conf.device(cfg)
     device = None
     print(f"[accelsweep] point {spec['point_id']} rank {rank}/{world} on {socket.gethostname()}: "
           f"{spec['command']}", flush=True)

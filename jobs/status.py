@@ -201,25 +201,28 @@ def reference_summary(sweep_dir: Path) -> tuple[str, int]:
         return "", 0
 
 
+REPORT_FAILED = ("failed", "oom", "timeout", "cancelled")
+
+
 def report_summary(sweep_dir: Path, manifest: Manifest,
-                   jobs: dict[str, JobState] | None = None) -> tuple[str, bool]:
-    """(a line on the sweep's latest report job, with its log tail when it failed; whether it failed)."""
+                   jobs: dict[str, JobState] | None = None) -> tuple[str, str | None]:
+    """(a line on the sweep's latest report job, with its log tail when it failed; its state, None without one)."""
     report = (manifest.report_jobs() or [None])[-1]
     if report is None:
-        return "", False
+        return "", None
     if jobs is None or report not in jobs:
         jobs = {**(jobs or {}), **job_states(manifest, extra=(report,), points=False)}
     sched = _scheduler(_kinds(manifest)[report])
     state = sched.report_state(jobs.get(report)) or "unknown"
     line = f"report job {report}: {state}"
-    if state in ("failed", "oom", "timeout", "cancelled"):
+    if state in REPORT_FAILED:
         job, logs = jobs[report], sched.log_paths(sweep_dir, report)
         tail = "\n".join(_tail(p, 20) for p in logs).strip()
         line += (f" ({sched.source}: {job['native']}, exit code {job['exit_code']})\n"
                  f"--- log tail ({logs[0].parent if logs else '-'}) ---\n{tail or '(no log)'}")
     elif state == "ok":
         line += f" -> {sweep_dir / 'site' / 'index.html'}"
-    return line, state in ("failed", "oom", "timeout", "cancelled")
+    return line, state
 
 
 def job_states(manifest: Manifest, extra: tuple[str, ...] = (), points: bool = True) -> dict[str, JobState]:
@@ -401,13 +404,13 @@ def _status(args: argparse.Namespace) -> int:
         jobs = job_states(manifest, extra=tuple(manifest.report_jobs()[-1:]))
         rows = point_states(args.sweep_dir, manifest, jobs=jobs, seen=stored(args.sweep_dir, stats))
     show(args.sweep_dir, rows, every=args.all)
-    line, failed = report_summary(args.sweep_dir, manifest, jobs)
+    line, state = report_summary(args.sweep_dir, manifest, jobs)
     if line:
         print(line)
     refs, violated = reference_summary(args.sweep_dir)
     if refs:
         print(refs)
-    return 1 if failed else 3 if violated else 0
+    return 1 if state in REPORT_FAILED else 3 if violated else 0
 
 
 if __name__ == "__main__":

@@ -178,7 +178,7 @@ def _execute(sw: _Sweep, hydra_config: DictConfig | None):
                   f"{sweep_dir} lists what was not, and the same command sends it", file=sys.stderr)
             sys.exit(130)
         if sw.sched.waits:
-            violated = check_references(sw.bounds, sweep_dir, sw.here)
+            violated = check_references(sw.bounds, sweep_dir, sw.here, reported=report)
             _raise_if_failed({p.point_id: p for p in sw.todo}, outcome.statuses)
             _raise_if_violated(violated)
             return None
@@ -217,11 +217,11 @@ def _wait(sw: _Sweep):
         print(submit.still_queued(sweep_dir, Manifest.load(sweep_dir)), file=sys.stderr, flush=True)
         sys.exit(130)
     print(f"done: {status.summary_line(counts)}")
-    violated = check_references(sw.bounds, sweep_dir, sw.here)
-    line, failed = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
+    line, state = status.report_summary(sweep_dir, Manifest.load(sweep_dir))
+    violated = check_references(sw.bounds, sweep_dir, sw.here, reported=state == "ok")
     if line:
         print(line)
-    if failed:
+    if state in status.REPORT_FAILED:
         raise SubmissionFailed(f"the report job failed (its log is above); once mended, rebuild the report "
                                f"with python -m analysis.aggregate {sweep_dir} && python -m report.build "
                                f"{sweep_dir} --out {sweep_dir / 'site'}")
@@ -257,15 +257,18 @@ def _bounds(spec: Any, points: list[plan.Point]) -> list:
     return bounds
 
 
-def check_references(bounds: list, sweep_dir: Path, points: list[plan.Point]) -> str | None:
+def check_references(bounds: list, sweep_dir: Path, points: list[plan.Point], reported: bool) -> str | None:
     """Check the sweep's points (their records, measured now or before) against `bounds`; the violations as a
-    message, or None. The result is printed."""
+    message, or None. The result is printed. `reported`: the report stage has just written the sweep's table
+    (jobs.finish), which is read rather than aggregated again."""
     if not bounds:
         return None
+    import pandas as pd
+
     from analysis import refcheck
     from analysis.aggregate import aggregate
 
-    table = aggregate([sweep_dir])
+    table = pd.read_parquet(sweep_dir / "results.parquet") if reported else aggregate([sweep_dir])
     text, violations = refcheck.checked(bounds, table[table["point_id"].isin({p.point_id for p in points})])
     print(text, flush=True)
     if violations is None:

@@ -65,7 +65,7 @@ def test_core_imports_and_plans_without_engine_packages():
         sys.meta_path.insert(0, Block())
         import jobs.sweep, jobs.plan, jobs.point, jobs.submit, jobs.workloads.inference
         from hydra import compose, initialize_config_module
-        from hydra_plugins.accelsweep_launcher import point_config
+        from jobs.config import point_config
         from jobs import engines
 
         problems = []
@@ -540,8 +540,8 @@ def test_inference_over_two_nodes_times_node_0_and_sums_every_nodes_energy(make_
     """A vllm point over 2 nodes, seen from node 0's rank: only its engine generates (node 1's rank sends no
     repeat), the throughput is one batch's, energy is both nodes' readings summed, engine_nodes says where vLLM's
     workers ran."""
-    from jobs.workloads import inference
     from jobs.engines.base import Generation
+    from jobs.workloads import inference
 
     cfg = make_cfg("workload.engine=vllm", "hardware=cpu", "hardware.cards_per_node=1", "cards=2",
                    "workload.shape=4x3", "workload.batch_size=2", "workload.repeats=3", "workload.warmup=0",

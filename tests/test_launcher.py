@@ -4,7 +4,8 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import ConfigCompositionException
 
-from hydra_plugins.accelsweep_launcher import PointComposer, point_config
+from hydra_plugins.accelsweep_launcher import PointComposer
+from jobs.config import point_config
 
 
 @pytest.fixture

@@ -135,8 +135,7 @@ def test_vllm_tensor_parallel_over_two_nodes(tmp_path):
     while _squeue(job, "%T"):   # no headless worker keeps the job: it ends with the point
         assert time.monotonic() - t0 < 60, _squeue(job, "%T %r")
         time.sleep(1)
-    assert subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "--format=State"], capture_output=True, text=True,
-                          check=True).stdout.split() == ["COMPLETED"]
+    assert _final_sacct_states(job) == ["COMPLETED"]
 
 
 def _job_of(sweep_dir: Path) -> str:
@@ -149,6 +148,19 @@ def _job_of(sweep_dir: Path) -> str:
 def _squeue(job: str, fmt: str) -> str:
     return subprocess.run(["squeue", "-h", "-j", job, "-o", fmt], capture_output=True, text=True,
                           check=False).stdout.strip()
+
+
+def _final_sacct_states(job: str, timeout_s: float = 60) -> list[str]:
+    """sacct's states of the job once none is pending or running: slurmdbd records a job's end a little after
+    squeue stops listing it (longer on a loaded machine)."""
+    t0 = time.monotonic()
+    while True:
+        states = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-D", "--format=State"], capture_output=True,
+                                text=True, check=True).stdout.split()
+        if states and not {"PENDING", "RUNNING", "REQUEUED", "COMPLETING"} & set(states):
+            return states
+        assert time.monotonic() - t0 < timeout_s, states
+        time.sleep(0.5)
 
 
 @pytest.fixture
@@ -202,8 +214,7 @@ def test_a_node_lost_mid_point_fails_it_naming_the_node_and_the_rerun_uses_the_n
     while _squeue(job, "%T"):
         assert time.monotonic() - t0 < 60, _squeue(job, "%T %r")
         time.sleep(0.5)
-    states = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job, "-D", "--format=State"], capture_output=True,
-                            text=True, check=True).stdout.split()
+    states = _final_sacct_states(job)
     assert states == ["NODE_FAIL"], states                            # not requeued (--no-requeue)
     status = subprocess.run([sys.executable, "-m", "jobs.status", str(sweep_dir)], capture_output=True, text=True,
                             check=False, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"})

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+# Hydra exports neither its basic sweeper nor its override semantics: both come from hydra._internal, which is why
+# pyproject.toml pins hydra-core below 1.4 (tests/test_launcher.py fails first if they move).
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
@@ -37,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jobs import defaults as device_defaults
 from jobs import experiment
-from jobs.config import point_config, without_hydra  # noqa: F401  (point_config: kept importable from here)
+from jobs.config import without_hydra
 
 
 @dataclass

@@ -15,6 +15,7 @@ import pkgutil
 import sys
 from typing import Any
 
+from jobs import conf
 from jobs.workloads.base import Ranks
 
 from .base import Engine, Generation, Launch, Spec  # noqa: F401
@@ -71,7 +72,7 @@ def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
     name = cfg["workload"]["engine"]
     if name != AUTO:
         return name, None
-    engine, note = auto(cfg.get("device_override") or cfg["hardware"]["device"], cfg["hardware"])
+    engine, note = auto(conf.device(cfg), cfg["hardware"])
     return engine or AUTO, note
 
 

@@ -1,6 +1,6 @@
-"""llama.cpp's HTTP server through PyPI's xllamacpp: `start` runs it in this process (the serve module's), `spawn`
-in a child process, so that a point never imports xllamacpp itself (its abi3 module and astropy 8's share Cython
-3.3's function type under one name at two sizes: the second to import fails)."""
+"""llama.cpp's HTTP server as a point uses it: `spawn` starts jobs.engines.llamacpp.serve in a child process, so that a
+point never imports xllamacpp itself (its abi3 module and astropy 8's share Cython 3.3's function type under one name
+at two sizes: the second to import fails)."""
 from __future__ import annotations
 
 import json
@@ -22,20 +22,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def start(model: str, *, alias: str, host: str, port: int, parallel: int, ctx_per_slot: int):
-    """A started server (xllamacpp.Server; dropping it stops its threads) serving the GGUF `model` from `parallel`
-    slots of `ctx_per_slot` tokens each (llama.cpp's n_ctx is the slots' total), with its Prometheus /metrics."""
-    import xllamacpp
-
-    p = xllamacpp.CommonParams()
-    p.model.path, p.model_alias, p.hostnames, p.port = model, alias, [host], port
-    p.n_parallel, p.n_ctx = parallel, parallel * ctx_per_slot
-    p.n_batch = p.n_ubatch = min(512, parallel * ctx_per_slot)
-    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads()
-    p.endpoint_metrics, p.warmup, p.cache_prompt = True, False, False
-    return xllamacpp.Server(p)
 
 
 def wait_ready(host: str, port: int, timeout_s: float = 120.0, proc: subprocess.Popen | None = None) -> None:
@@ -83,11 +69,3 @@ def props(host: str, port: int) -> dict:
     """The server's GET /props (llama.cpp's build_info among them)."""
     with urllib.request.urlopen(f"http://{host}:{port}/props", timeout=10) as r:
         return json.loads(r.read())
-
-
-def build() -> str:
-    """llama.cpp's build as xllamacpp reports it, for the record."""
-    import xllamacpp
-
-    info = dict(getattr(xllamacpp, "BUILD_INFO", {}) or {})
-    return " ".join(f"{k}={v}" for k, v in info.items()) or "unknown"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs import conf
 from jobs.workloads.base import Ranks
 
 from ..base import FLOATS, Launch, Spec
@@ -35,7 +36,7 @@ def check(precision: str, device: str, opts: dict[str, Any], cards: int | None) 
 
 def server_args(cfg: dict[str, Any], model_dir: str, dummy: bool) -> tuple[list[str], dict[str, str]]:
     """vLLM's server flags for the point (workload.vllm), and on the CPU and Gaudi its environment."""
-    v, device = cfg["workload"]["vllm"], cfg.get("device_override") or cfg["hardware"]["device"]
+    v, device = cfg["workload"]["vllm"], conf.device(cfg)
     extra: list[str] = []
     if cfg["model"]["init"] != "pretrained":
         extra += ["--load-format", "dummy", "--skip-tokenizer-init"] if dummy else ["--skip-tokenizer-init"]

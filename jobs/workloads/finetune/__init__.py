@@ -14,7 +14,7 @@ import shutil
 import time
 from typing import Any
 
-from jobs import config_schema, measure, noise
+from jobs import conf, config_schema, measure, noise
 from jobs.workloads import Ranks, Result
 from jobs.workloads.base import Package, language_model_problem
 
@@ -67,7 +67,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     from . import data
 
     wl = cfg["workload"]
-    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = conf.device(cfg)
     problems: list[str] = []
     s = strategy(cfg)
     if s == "none" and cfg["cards"] > 1:

@@ -15,7 +15,7 @@ import socket
 import time
 from typing import Any
 
-from jobs import accuracy, config_schema, engines, inject, measure, model_math, noise
+from jobs import accuracy, conf, config_schema, engines, inject, measure, model_math, noise
 from jobs.engines.vllm.settings import memory_utilization
 from jobs.workloads import Ranks, Result
 from jobs.workloads.base import Package, drop, language_model_problem, length_identity, length_problems, lengths
@@ -45,15 +45,15 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = {**length_identity(cfg["workload"], OPTIONS), "engine": engine}
     out = {k: v for k, v in wl.items() if not (k in engines.ENGINES and k != engine)}
     if engine == "vllm" and isinstance(out.get("vllm"), dict):
-        out["vllm"] = vllm_identity(out["vllm"], cfg.get("device_override") or cfg["hardware"]["device"])
+        out["vllm"] = vllm_identity(out["vllm"], conf.device(cfg))
     return out
 
 
 def vllm_identity(block: dict[str, Any], device: str) -> dict[str, Any]:
     """The vllm block as measured: the Gaudi settings only on hpu, gpu_memory_utilization=null as the value it
-    stands for (so the ids of vllm points from before both keys stay)."""
+    stands for (defaults name nothing, so adding either key never changed an id)."""
     out = {k: v for k, v in block.items() if k != "hpu" or device == "hpu"}
-    if out.get("pipeline_parallel_size") == 1:   # the default: ids from before the key stay
+    if out.get("pipeline_parallel_size") == 1:   # a default names nothing: adding a key never changes an id
         del out["pipeline_parallel_size"]
     if "gpu_memory_utilization" in out:
         out["gpu_memory_utilization"] = memory_utilization(out["gpu_memory_utilization"], device)
@@ -65,7 +65,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if why := language_model_problem(cfg):   # nothing below applies to another kind of model
         return [why]
     wl = cfg["workload"]
-    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = conf.device(cfg)
     engine = engines.resolve(cfg)[0]
     problems = engines.check(engine, cfg["precision"]["name"], device, options=wl.get(engine) or {},
                              cards=cfg["cards"], cards_per_node=cfg["hardware"]["cards_per_node"],
@@ -229,7 +229,7 @@ def _engine(cfg: dict[str, Any], ctx) -> tuple[_Built, float | None]:
     """(the built engine, seconds it took to start; None when reused): kept in the worker's cache for the next
     point of a shared worker built alike, with its accuracy gate's answer once given."""
     name = engines.resolve(cfg)[0]
-    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = conf.device(cfg)
     options = engines.options(cfg)
     if accuracy.setting(cfg) != "off":
         options["seeded_weights"] = True   # an engine that would load dummy weights loads the reference's
@@ -283,7 +283,7 @@ class _Built:
 
 def _unsupported(cfg: dict[str, Any], exc: ImportError) -> Result:
     name = engines.resolve(cfg)[0]
-    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = conf.device(cfg)
     other = engines.fallback(name, device)
     instead = f"; or measure another engine, named as such: workload.engine={other}" if other else ""
     return Result(samples={}, status="unsupported", info={"engine_missing": name}, error_type="EngineMissing",

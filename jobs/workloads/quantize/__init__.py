@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jobs import config_schema, measure, noise
+from jobs import conf, config_schema, measure, noise
 from jobs.model_math import module_shapes
 from jobs.workloads import Ranks, Result
 from jobs.workloads.base import Package, language_model_problem
@@ -135,7 +135,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
         problems += [f"workload.downstream.tasks: {t!r} is not a task in {ds['task_dir']} (its YAML files define: "
                      f"{', '.join(sorted(found)) or 'none'})" for t in ds["tasks"] if t not in found]
     if wl["apply"] == "real":
-        backend, why = real_backend(wl, cfg.get("device_override") or cfg["hardware"]["device"])
+        backend, why = real_backend(wl, conf.device(cfg))
         if backend is None and wl["backend"] != "auto":
             problems.append(why)
     if not problems:
@@ -202,7 +202,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                             "sensitivity_reused": reused, "policy": "embeddings and head fp16, norms fp32",
                             **_assignment_info(prob, chosen, labels)}
 
-    device = cfg.get("device_override") or cfg["hardware"]["device"]
+    device = conf.device(cfg)
     held = None
     with fakequant.applied(model, {by_name[n]: b for n, b in chosen.items()}, group_size=g, policy=True) as originals:
         if wl["apply"] == "real":

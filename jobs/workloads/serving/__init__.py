@@ -37,10 +37,6 @@ def slo(wl: dict[str, Any]) -> Slo:
                wl["slo_tpot_s"] if wl["slo_tpot_s"] is not None else preset.tpot_s)
 
 
-def _device(cfg: dict[str, Any]) -> str:
-    return cfg.get("device_override") or cfg["hardware"]["device"]
-
-
 class Target(NamedTuple):
     """Where an endpoint point's load goes: a URL (None: a server started in the job), its API (load.APIS) and the
     environment variable holding its key."""
@@ -54,7 +50,7 @@ def target(cfg: dict[str, Any]) -> Target:
     """workload.endpoint and workload.api, else endpoint-only hardware's `endpoint` block, else a launched server
     on /v1/completions."""
     wl, hosted = cfg["workload"], cfg["hardware"].get("endpoint") or {}
-    url = wl["endpoint"] or (hosted.get("url") if _device(cfg) == "endpoint" else None)
+    url = wl["endpoint"] or (hosted.get("url") if conf.device(cfg) == "endpoint" else None)
     return Target(url, wl.get("api") or hosted.get("api") or "completions", hosted.get("api_key_env") or loads.API_KEY_ENV)
 
 
@@ -71,7 +67,7 @@ def _endpoint_problems(cfg: dict[str, Any], lines: list | None) -> list[str]:
         problems.append(f"api=chat ({where.url}) sends each prompt as a message of text: give workload.dataset=FILE"
                         ".jsonl whose lines are all text (\"prompt\" or ShareGPT \"conversations\"); random token ids"
                         " have no text")
-    if _device(cfg) == "endpoint" and "endpoint" not in engines.SERVED[wl["engine"]].serve.devices:
+    if conf.device(cfg) == "endpoint" and "endpoint" not in engines.SERVED[wl["engine"]].serve.devices:
         hosted = [n for n, s in engines.SERVED.items() if "endpoint" in s.serve.devices]
         problems.append(f"hardware={cfg['hardware']['name']} is endpoint-only: workload.engine names the stack behind "
                         f"its API, not a server to launch: give workload.engine={cfg['hardware'].get('engine') or hosted[0]}"
@@ -89,7 +85,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if why := language_model_problem(cfg):   # nothing below applies to another kind of model
         return [why]
     wl, problems = cfg["workload"], []
-    engine, device, precision = wl["engine"], _device(cfg), cfg["precision"]["name"]
+    engine, device, precision = wl["engine"], conf.device(cfg), cfg["precision"]["name"]
     try:
         inp, out = lengths(wl)
     except ValueError as exc:
@@ -158,7 +154,7 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
     """The workload part of the point id: the search's own settings only where a search runs, so a probed rate's
     record and the point `mode=rate level=<rate>` asked for alone are one point."""
     out = config_schema.identity(OPTIONS, length_identity(cfg["workload"], OPTIONS))
-    if out.get("api") is None:   # the endpoint's own API: ids from before the key stay
+    if out.get("api") is None:   # the endpoint's own API, a default: adding a key never changes an id
         out.pop("api", None)
     if not cfg["workload"].get("search"):
         out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
@@ -191,7 +187,7 @@ def _launch(cfg: dict[str, Any]):
 
 def _server_key(cfg: dict[str, Any]) -> str:
     wl = cfg["workload"]
-    return json.dumps(["serving", cfg["model"], cfg["precision"], cfg["cards"], cfg["seed"], _device(cfg),
+    return json.dumps(["serving", cfg["model"], cfg["precision"], cfg["cards"], cfg["seed"], conf.device(cfg),
                        wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl.get(wl["engine"]),
                        _seeded(cfg), _logit_noise(cfg), _own_args(cfg)], sort_keys=True, default=str)
 
@@ -301,7 +297,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     if wl["warmup_requests"]:
         point.warm_up(int(wl["warmup_requests"]))
     try:
-        checked = _gate(cfg, ctx, server, point.name, point.timeout)   # after the warm-up, before the load
+        checked = _gate(point)   # after the warm-up, before the load
     except OSError as exc:   # refused, reset, timed out: a server that died answers nothing more
         if server.alive():
             raise
@@ -326,7 +322,7 @@ class _Point:
         # a server started here asks for no key; an external endpoint gets the user's
         self.where = target(cfg)
         self.api_key = os.environ.get(self.where.key_env) if self.where.url else None
-        self.cards = None if _device(cfg) == "endpoint" else int(cfg["cards"])   # a hosted API's are not known
+        self.cards = None if conf.device(cfg) == "endpoint" else int(cfg["cards"])   # a hosted API's are not known
         self.lines = (datasets.read(self.wl["dataset"], default_output=lengths(self.wl)[1])
                       if self.wl["dataset"] else None)
         self.info: dict[str, Any] = {}
@@ -410,16 +406,18 @@ class _Point:
         return accuracy.judged(Result(samples=samples, info=info, also=also), checked)
 
 
-def _gate(cfg: dict[str, Any], ctx, server, name: str, timeout_s: float) -> dict[str, Any] | None:
+def _gate(point: _Point) -> dict[str, Any] | None:
     """The accuracy gate's block for the point's server, checked once per server started here (jobs.accuracy); an
     external endpoint's weights are not known, so it is not checked."""
-    if target(cfg).url:
+    cfg = point.cfg
+    if point.where.url:
         return {"gate": accuracy.setting(cfg), "reference": accuracy.REFERENCE, "passed": None,
                 "note": "an external endpoint: its weights are not known here, not checked"}
-    launched = ctx.cache.get(_server_key(cfg))
+    launched = point.ctx.cache.get(_server_key(cfg))
     if launched is not None and launched.gate is not None:
         return {**launched.gate, "gate": accuracy.setting(cfg), "engine_reused": True}
-    block = accuracy.gate(cfg, engines.scorer(cfg["workload"]["engine"], server.base_url, name, timeout_s))
+    scorer = engines.scorer(cfg["workload"]["engine"], point.server.base_url, point.name, point.timeout)
+    block = accuracy.gate(cfg, scorer)
     if launched is not None:
         launched.gate = block
     return block

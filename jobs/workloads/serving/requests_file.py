@@ -45,7 +45,7 @@ def write(point_dir: Path | str, requests: Sequence[Request]) -> str:
 
 def read(path: Path | str) -> list[Request]:
     """The requests of a requests file, as the client returned them (start times from the first request's)."""
-    rows = pq.read_table(path).to_pylist()   # a file from before at_most has no such column
+    rows = pq.read_table(path).to_pylist()   # at_most is absent from files written without it: read as false
     return [Request(prompt_tokens=r["prompt_tokens"], asked_tokens=r["asked_tokens"], at_most=bool(r.get("at_most")),
                     start=r["start_s"], ok=r["ok"], error=r["error"], ttft=r["ttft_s"], e2e=r["e2e_s"],
                     chunk_times=r["chunk_times_s"], chunk_tokens=r["chunk_tokens"], output_tokens=r["output_tokens"])
