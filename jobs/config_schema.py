@@ -287,7 +287,7 @@ SCHEMA: dict[str, Any] = {
     "force": Bool(),
     # jobs.accuracy: check each engine build's answers against the fp32 reference; a point that fails is `inaccurate`
     # (enforce), only said so (warn), or not checked (off)
-    "accuracy": {"gate": Str(choices=accuracy.GATES)},
+    "accuracy": {"gate": Str(choices=accuracy.GATES), "quality_target": Num(choices=accuracy.QUALITY_TARGETS)},
     "accelerator_defaults": {   # jobs.defaults: what inference on an accelerator measures when the command is silent
         "enabled": Bool(), "model": Str(), "model_init": Str(choices=("random", "pretrained")), "precision": Strs(),
         "batch_size": Ints(min=1), "shape": Strs(),

@@ -3,6 +3,7 @@ becomes (status inaccurate: measured, kept, left out of the findings)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def test_compare_counts_top1_agreement_and_the_largest_logprob_difference():
     got[0].prompt = ref[0].prompt = [1, 5, 6]
     f = accuracy.compare(ref, got)
     assert f["top1_agreement"] == 0.5 and f["max_abs_dlogprob"] == pytest.approx(0.25) and f["greedy_close"] == 1
+    assert f["perplexity_ratio"] == pytest.approx(math.exp(-0.25 / 2))   # mean logprob change -0.125 nats
     assert f["positions"] == 2 and f["prompts"] == 1
     got[0].prompt = [1, 2, 3]
     with pytest.raises(ValueError, match="other prompts"):
@@ -53,6 +55,21 @@ def test_the_verdict_names_each_bound_missed_and_the_gate_decides_the_status():
     assert accuracy.status({"gate": "enforce", "passed": False, "note": why})[0] == "inaccurate"
     assert accuracy.status({"gate": "warn", "passed": False, "note": why}) == ("ok", None)
     assert accuracy.status({"gate": "enforce", "passed": None}) == ("ok", None)
+
+
+def test_a_quantized_precision_is_held_to_mlperfs_share_of_the_references_quality():
+    near = {"top1_agreement": 0.9, "max_abs_dlogprob": 0.8, "greedy_close": 1.0}
+    # no logprob bound (0.8 nats would fail int8's float-style bound), but 99 % of the reference's perplexity
+    assert accuracy.verdict({**near, "perplexity_ratio": 0.995}, "int8") == \
+        (True, "within the int8 bounds (MLPerf's 99.0% of the reference's quality)")
+    passed, why = accuracy.verdict({**near, "perplexity_ratio": 0.995}, "int8", quality_target=0.999)
+    assert passed is False and "perplexity_ratio=0.995 < 0.999" in why and "MLPerf's 99.9%" in why
+    passed, why = accuracy.verdict({**near, "perplexity_ratio": 0.97}, "int4")
+    assert passed is False and "perplexity_ratio=0.97 < 0.99" in why
+    # a wrong model keeps a flat distribution's perplexity: the top-1 floor keeps it out
+    passed, why = accuracy.verdict({**near, "top1_agreement": 0.01, "perplexity_ratio": 1.0}, "int4")
+    assert passed is False and "top1_agreement=0.01 < 0.35" in why
+    assert "perplexity_ratio" not in accuracy.bounds("bf16") and "max_abs_dlogprob" not in accuracy.bounds("int8")
 
 
 def test_accuracy_gate_is_a_checked_key(make_cfg):

@@ -82,6 +82,10 @@ def test_llamacpp_inference_and_serving_sweeps_give_ok_gated_records(tmp_path):
         assert acc["passed"] is True and acc["top1_agreement"] >= 0.7, acc
         assert r["provenance"]["packages"]["xllamacpp"] and r["provenance"]["packages"]["gguf"]
         assert info["llamacpp_build"].startswith("b")   # the server's /props build_info, e.g. b0-unknown
+    quant = [r["accuracy"] for r in recs if r["params"]["precision"] == "int8"]
+    assert all(a["bound_perplexity_ratio"] == 0.99 and "MLPerf's 99.0%" in a["note"] for a in quant), quant
+    html = (tmp_path / "runs" / "offline" / "site" / "inference.html").read_text()
+    assert "2 quantized point(s) against their unquantized twins" in html   # int8 at batch 1 and 4, against fp32
     _sweep(tmp_path, "workload=serving", "workload.engine=llamacpp", "workload.level=1,4", "workload.requests=8",
            "workload.shape=32x16", "workload.warmup_requests=2", "sweep.name=serving")
     recs = _records(tmp_path / "runs" / "serving")

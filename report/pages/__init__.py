@@ -120,13 +120,14 @@ def rows_for(table: pd.DataFrame, workload: str) -> pd.DataFrame:
     return table[table["workload"].eq(workload) | table["workload"].isna()]
 
 
-def ok_rows(table: pd.DataFrame, present: Iterable[str] = (), numbers: Iterable[str] = ()) -> pd.DataFrame:
-    """The successful rows with a value in every column of `present` and a number in every column of `numbers`;
-    none (the same columns) where the table lacks one of them."""
+def ok_rows(table: pd.DataFrame, present: Iterable[str] = (), numbers: Iterable[str] = (),
+            statuses: tuple[str, ...] = ("ok",)) -> pd.DataFrame:
+    """The successful rows (of `statuses`) with a value in every column of `present` and a number in every column of
+    `numbers`; none (the same columns) where the table lacks one of them."""
     present, numbers = list(present), list(numbers)
     if table.empty or any(c not in table for c in ["status", *present, *numbers]):
         return table.iloc[0:0]
-    keep = table["status"].eq("ok") & table[present].notna().all(axis=1)
+    keep = table["status"].isin(statuses) & table[present].notna().all(axis=1)
     for col in numbers:
         keep &= pd.to_numeric(table[col], errors="coerce").notna()
     return table[keep]

@@ -1,6 +1,7 @@
 """inference.html, the inference workload's own report page (found by report.pages.discover next to this code;
 template in templates/): throughput vs batch size (with published reference points where a configuration
-matches), TTFT / ITL vs sequence length, tokens per joule and roofline fractions. Scaling is on scaling.html."""
+matches), TTFT / ITL vs sequence length, tokens per joule, roofline fractions and the quantization trade-off
+(tradeoff.py). Scaling is on scaling.html."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,6 +20,7 @@ from report.pages import (Page, label, legend_title, ok_rows, point_counts, rows
 
 from .metrics import METRICS
 from .study import ATTRIBUTION, STUDY
+from .tradeoff import tradeoff_chart
 
 WORKLOAD, TPUT = METRICS.workload, METRICS.throughput
 SERIES = ("model", "precision", "cards", "shape")
@@ -404,7 +406,7 @@ def startup_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 def charts(table: pd.DataFrame) -> list[Chart]:
     table = rows_for(table, WORKLOAD)
     return (throughput_charts(table) + latency_charts(table)
-            + [energy_chart(table), cost_chart(table), roofline_chart(table)])
+            + [energy_chart(table), cost_chart(table), roofline_chart(table), tradeoff_chart(table)])
 
 
 def context(table: pd.DataFrame) -> dict[str, Any]:

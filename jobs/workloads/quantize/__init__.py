@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jobs import conf, config_schema, measure, noise
+from jobs import accuracy, conf, config_schema, measure, noise
 from jobs.model_math import module_shapes
 from jobs.workloads import Ranks, Result
 from jobs.workloads.base import Package, language_model_problem
@@ -228,13 +228,15 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                 samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
     if timed is None:   # not rank 0
         return Result(samples={})
+    quality = base["perplexity"] / final["perplexity"]
     samples.update(perplexity=[final["perplexity"]], perplexity_fp=[base["perplexity"]], kl=[final["kl"]],
-                   ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)],
+                   ppl_increase_pct=[100 * (final["perplexity"] / base["perplexity"] - 1)], quality_ratio=[quality],
                    compression_x=[prob.compression(chosen)], avg_bits=[prob.avg_bits(chosen)],
                    compression_model_x=[fp32 / stored], stored_mb=[stored / 8 / 1e6], memory_mb=[memory / 1e6])
     if held is not None:
         samples["compression_held_x"] = [held]
-    return Result(samples=samples, info=info)
+    return accuracy.judged(Result(samples=samples, info=info), accuracy.quality_block(
+        cfg, quality, "the unquantized (fp32) model's perplexity on the workload's text"))
 
 
 def _choose(wl: dict[str, Any], prob, path: list[dict[str, int]], base: dict[str, float],

@@ -26,6 +26,10 @@ METRICS = MetricSet(
                cross_hardware=False, label="unquantized perplexity"),
         Metric("ppl_increase_pct", "%", "100 x (perplexity / perplexity_fp - 1)", LOWER, repeat=PER_POINT,
                cross_hardware=False, label="perplexity increase"),
+        Metric("quality_ratio", "fraction", "perplexity_fp / perplexity: the share of the unquantized model's quality "
+                                            "the assignment keeps, MLPerf's measure (accuracy.quality_target: 0.99 "
+                                            "or 0.999; below it the point is inaccurate)", HIGHER, repeat=PER_POINT,
+               cross_hardware=False, label="quality kept"),
         Metric("kl", "nats/token", "mean KL(unquantized || quantized) of the next-token distributions over the "
                                    "held-out windows", LOWER, repeat=PER_POINT, cross_hardware=False,
                label="KL divergence"),
