@@ -94,7 +94,7 @@ def config_problem(model_cfg: dict[str, Any]) -> str | None:
     """Why transformers cannot build the model's config (e.g. a hidden size that is not a multiple of the heads),
     or None: found at plan time, not after the point started. Config objects only, no weights; once per distinct
     config. The shipped model files' configs are not built here (that would import torch into every plan):
-    tests/test_hardening2.py builds each of them."""
+    tests/test_model_refusals.py builds each of them."""
     config = model_cfg.get("config")
     if not isinstance(config, dict):
         return None

@@ -11,12 +11,9 @@ import pytest
 
 from jobs import config_schema, plan, workloads
 from jobs.workloads.finetune import data as finetune_data
+from tests.helpers import problems
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def problems(make_cfg, *overrides: str) -> list[str]:
-    return plan.make_point(make_cfg(*overrides), list(overrides)).problems
 
 
 def sweep(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

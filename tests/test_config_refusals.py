@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from jobs import conf, config_schema, plan
-from tests.test_hardening import ENV
-from tests.test_hardening2 import sweep
+from tests.helpers import ENV, sweep
 
 # --------------------------------------------------------------------------- a config file without name:
 
@@ -126,3 +128,28 @@ def test_no_shipped_config_file_holds_a_secret():
     for path in found:
         assert config_schema.secret_in(conf.load(path), path.stem) is None, path
         assert config_schema.redact(path.read_text()) == path.read_text(), path
+
+
+# --------------------------------------------------------------------------- config files that are not YAML
+
+@pytest.mark.parametrize("where", ["cluster", "defaults"])
+def test_yaml_syntax_error_in_a_user_config_file(tmp_path, where):
+    user = tmp_path / "config"
+    (user / "cluster").mkdir(parents=True)
+    if where == "cluster":
+        bad, args = user / "cluster" / "bad.yaml", ["cluster=bad"]
+        bad.write_text("name: bad\nkind: local\n  x: [1,\n")
+        message = f"error: {bad}, line 3: mapping values are not allowed here; mend the file's YAML"
+    else:
+        bad, args = user / "defaults.yaml", []
+        bad.write_text("cluster: [a\n")
+        message = (f"error: {bad}, line 2: expected ',' or ']', but got '<stream end>' (while parsing a flow sequence "
+                   "at line 1); mend the file's YAML")
+    env = {**ENV, "ACCELSWEEP_CONFIG_DIR": str(user)}
+    env.pop("ACCELSWEEP_CLUSTER", None)
+    proc = sweep(tmp_path, *args, "dry_run=true", env=env)
+    assert proc.returncode == 2 and proc.stderr.strip() == message, proc.stderr
+    if where == "defaults":
+        show = subprocess.run([sys.executable, "-m", "jobs.cluster", "show"], env=env, capture_output=True, text=True,
+                              check=False)
+        assert show.returncode == 2 and show.stderr.strip() == message, show.stderr

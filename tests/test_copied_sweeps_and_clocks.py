@@ -17,14 +17,11 @@ import pytest
 from jobs import records, status, store, watchdog
 from jobs.manifest import Manifest
 from jobs.schedulers import NotHere, local
-from tests.test_hardening import ENV, _points, _record, sweep
+from tests.fakes import _points, _record
+from tests.helpers import ENV, _files, sweep
 from tests.test_record_judge import _judged
 
 IDS = ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
-
-
-def _files(top: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
 
 
 # --------------------------------------------------------------------------- a local sweep copied (F1)

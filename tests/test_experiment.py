@@ -222,3 +222,59 @@ def test_cpu_form_runs_in_minutes(preset, tmp_path):
     recs = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "cpu" / "points").glob("*/record.json")]
     assert recs and {r["status"] for r in recs} == {"ok"}
     assert (tmp_path / "runs" / "cpu" / "site" / "index.html").exists() and took < CPU_FORM_LIMIT_S
+
+
+# --------------------------------------------------------------------------- presets of the user's
+
+def test_preset_with_unknown_reference_or_metric_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    user = tmp_path / "config"
+    (user / "experiment").mkdir(parents=True)
+    (user / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\nexperiment:\n  name: mine\n  reference: llm-inference-bnch\n"
+        "  metrics: [throughput_total_tok_s, latency_sec]\n  grid:\n    - {workload.batch_size: [1]}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ACCELSWEEP_CONFIG_DIR": str(user)}
+
+    def sweep(*args):
+        return subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", *args, "dry_run=true"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    proc = sweep("+experiment=mine")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert ("error: experiment mine: experiment.reference='llm-inference-bnch' is not a study with published figures "
+            "(known: llm-inference-bench, pearc26-finetune, pearc26-sr3; or leave it out)") in proc.stderr, proc.stderr
+    assert ("error: experiment mine: experiment.metrics names 'latency_sec', not a metric of any workload") \
+        in proc.stderr
+    proc = sweep("+experiment=pearc26-sr3", "experiment.reference=nosuch")
+    assert proc.returncode == 2 and "experiment.reference='nosuch' is not a study" in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_shipped_presets_pass_their_own_check():
+    from hydra_plugins.accelsweep_launcher import preset_problems
+    from jobs import experiment
+
+    assert [p for e in experiment.presets() for p in preset_problems(e)] == []
+
+
+def test_report_compares_a_users_preset_too(tmp_path, monkeypatch):
+    from jobs import experiment
+
+    user = tmp_path / "config"
+    (user / "experiment").mkdir(parents=True)
+    (user / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\nexperiment:\n  name: mine\n  reference: pearc26-sr3\n  metrics: [images_per_s]\n")
+    monkeypatch.setenv("ACCELSWEEP_CONFIG_DIR", str(user))
+    assert "mine" not in [p["file"] for p in experiment.presets()]            # the catalogue documents shipped ones
+    mine = [p for p in experiment.presets(user=True) if p["file"] == "mine"]
+    assert mine == [{"file": "mine", "name": "mine", "reference": "pearc26-sr3", "metrics": ["images_per_s"]}]
+    from report.pages import studies
+
+    seen = []
+    monkeypatch.setattr(studies.references, "compare_study",
+                        lambda table, study, metrics, published: seen.append((study.name, metrics)) or pd.DataFrame())
+    monkeypatch.setattr(studies, "published", lambda name: None)
+    studies.comparisons(pd.DataFrame({"point_id": ["a"]}))
+    assert ("pearc26-sr3", ["images_per_s"]) in seen

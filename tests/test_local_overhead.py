@@ -9,10 +9,7 @@ from dataclasses import replace
 import pytest
 
 from jobs import finish, plan
-
-RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
-                     gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
-                     account=None, qos=None)
+from tests.fakes import RES, _FinishedJob
 
 
 def _point(threads: int | None, tasks: int = 1, pid: str = "a" * 12) -> plan.Point:
@@ -54,23 +51,9 @@ def test_the_local_scheduler_says_which_workers_run_as_each_starts(tmp_path, mon
 
     seen = []
 
-    class Job:
-        job_id = "1"
-
-        def __init__(self, specs, sweep_dir):
-            from jobs import records
-
-            for spec in specs:   # the worker's records, written at once
-                prov = records.provenance(start_time=records.now())
-                records.write_point_record(records.record_path(f"{sweep_dir}/points", spec["point_id"]),
-                                           records.make_record(point=spec, status="ok", provenance=prov))
-
-        def done(self):
-            return True
-
     class Executor:
         def submit(self, fn, specs, sweep_dir, *args):
-            return Job(specs, sweep_dir)
+            return _FinishedJob(specs, sweep_dir, crash=())   # the worker's records, written at once
 
     monkeypatch.setattr(local, "_executor", lambda *args: Executor())
     pts = [_point(1), _point(2, pid="b" * 12)]

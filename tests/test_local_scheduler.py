@@ -17,9 +17,7 @@ from jobs import plan, records, status, watchdog
 from jobs.manifest import Manifest
 from jobs.plan import Point
 from jobs.schedulers import local
-
-ROOT = Path(__file__).resolve().parent.parent
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+from tests.helpers import ENV
 
 
 def _cli(cwd: Path, module: str, *args: str) -> subprocess.CompletedProcess:
@@ -124,3 +122,32 @@ def test_a_running_local_job_reads_as_running_and_its_waiting_points_as_pending(
         fh.write('{"task": "torn')   # a line cut short by a crash of the writer
     assert {s["state"] for s in local.SCHEDULER.poll(tmp_path, list(journal.tasks.values())).values()} == {"ok"}
     journal.close()
+
+
+# --------------------------------------------------------------------------- status after a local cancel
+
+def test_status_shows_a_point_a_cancelled_local_sweep_never_started_as_not_started(make_cfg, tmp_path, capsys):
+    from dataclasses import replace
+
+    from jobs import status, watchdog
+    from jobs.manifest import Manifest
+    from jobs.schedulers import local
+
+    p = plan.make_point(make_cfg(), [])
+    pts = [replace(p, point_id=f"{i:012x}") for i in range(2)]
+    journal = local.Journal(tmp_path, watchdog.identity(tmp_path), pts)   # this process: the sweep still "runs"
+    journal.set(pts[:1], "running", "123")
+    journal.set(pts, "cancelled")    # what the sweep journals on jobs.cancel: the running one and the one not started
+    journal.close()
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=records.now(), job_id=journal.job, tasks=list(journal.tasks.values()))
+    records.write_point_record(records.record_path(tmp_path / "points", pts[0].point_id), records.make_record(
+        point=pts[0].spec(), status="cancelled", provenance=records.provenance(start_time=records.now()),
+        error=records.error_info(type_="Cancelled", message="the sweep was interrupted while this point ran")))
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, m)}
+    assert rows[pts[0].point_id]["state"] == "cancelled"
+    assert rows[pts[1].point_id]["state"] == "not started"
+    assert rows[pts[1].point_id]["detail"] == ("the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before this "
+                                               "point started; the same command runs it")
+    assert status.counts(list(rows.values())) == {"cancelled": 1, "not started": 1}

@@ -3,6 +3,7 @@ docs/explanation/faults.md."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from analysis import aggregate
 from jobs import cluster, records
 from jobs.manifest import Manifest
 from report import build, publish
-from tests.test_hardening import ENV, _cli, _points, _record
+from tests.fakes import _points, _record
+from tests.helpers import ENV, _cli, files_under
 
 PID = "aaaaaaaaaaaa"
 PROC = Path("/proc")   # a directory where no file can be made, even by root
@@ -22,10 +24,6 @@ PROC = Path("/proc")   # a directory where no file can be made, even by root
 def run(cwd: Path, *args: str, env: dict | None = None, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env or ENV, stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=300, check=False)
-
-
-def files_under(d: Path) -> list[Path]:
-    return sorted(p for p in d.rglob("*"))
 
 
 @pytest.fixture
@@ -223,3 +221,118 @@ except OSError as exc:
     proc = subprocess.run([sys.executable, "-c", script], env=ENV, capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "WriteFailed", proc.stderr
     assert os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- --out of aggregate and report.build
+
+def test_out_that_is_a_file(tmp_path, capsys):
+    from report.build import main as build_main
+
+    records.write_record(records.record_path(tmp_path / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    (tmp_path / "out").write_text("")
+    rc, err = _cli(capsys, aggregate.main, str(tmp_path), "--out", str(tmp_path / "out"))
+    assert rc == 2 and "is a file; give a directory" in err
+    aggregate.main([str(tmp_path)])
+    rc, err = _cli(capsys, build_main, str(tmp_path), "--out", str(tmp_path / "out"))
+    assert rc == 2 and "is a file; give a directory" in err
+
+
+def test_site_never_written_onto_its_inputs(tmp_path, capsys):
+    from report.build import main as build_main
+
+    sweep_dir = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    aggregate.main([str(sweep_dir)])
+    before = sorted(tmp_path.rglob("*"))
+    for out, why in [(sweep_dir, "is the input"), (sweep_dir.parent, "or a directory above it"), (Path("/"), "above"),
+                     (sweep_dir / "points", "holds records")]:
+        rc, err = _cli(capsys, build_main, str(sweep_dir), "--out", str(out))
+        assert rc == 2 and why in err, err
+    rc, err = _cli(capsys, build_main, str(tmp_path / "runs" / "s" / "results.parquet"), "--out", str(tmp_path / "runs"))
+    assert rc == 2 and "above" in err
+    other = tmp_path / "other"
+    records.write_record(records.record_path(other / "points", "bbbbbbbbbbbb"), _record("ok", pid="bbbbbbbbbbbb"))
+    rc, err = _cli(capsys, build_main, str(sweep_dir), "--out", str(other))
+    assert rc == 2 and "holds records" in err
+    assert sorted(tmp_path.rglob("*")) == sorted([*before, *other.rglob("*"), other]) and not Path("/index.html").exists()
+    assert build_main([str(sweep_dir), "--out", str(sweep_dir / "site")]) == 0   # where the sweep puts it
+
+
+def test_aggregate_out_never_replaces_another_sweeps_table(tmp_path, capsys):
+    base, other = tmp_path / "runs" / "base", tmp_path / "runs" / "hwname"
+    records.write_record(records.record_path(base / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    records.write_record(records.record_path(other / "points", "bbbbbbbbbbbb"), _record("ok", pid="bbbbbbbbbbbb"))
+    assert aggregate.main([str(other)]) == 0
+    before = (other / "results.parquet").read_bytes()
+    for out, why in [(other, "is another sweep's directory"), (other / "points", "inside a sweep's points/"),
+                     (other / "points" / "bbbbbbbbbbbb", "inside a sweep's points/")]:
+        rc, err = _cli(capsys, aggregate.main, str(base), "--out", str(out))
+        assert rc == 2 and why in err, err
+    rc, err = _cli(capsys, aggregate.main, str(base), str(other), "--out", str(other))
+    assert rc == 2 and "is another sweep's directory" in err
+    assert (other / "results.parquet").read_bytes() == before
+    assert not (other / "points" / "results.parquet").exists() and not (base / "results.parquet").exists()
+    assert aggregate.main([str(base), "--out", str(base)]) == 0                  # the sweep itself
+    assert aggregate.main([str(base), "--out", str(tmp_path / "tables")]) == 0  # a directory of its own
+
+
+# --------------------------------------------------------------------------- the target of report.publish
+
+def test_publish_onto_its_own_site(tmp_path, capsys):
+    from report.publish import main as publish_main
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<p>x</p>")
+    for target in (site, site / "www"):
+        rc, err = _cli(capsys, publish_main, str(site), str(target))
+        assert rc == 2 and "is the site" in err, err
+    assert publish_main([str(site), str(tmp_path / "www")]) == 0
+    assert stat.S_IMODE((tmp_path / "www" / "index.html").stat().st_mode) == 0o666 & ~_umask()
+
+
+@pytest.mark.parametrize("link", ["file", "dir"])
+def test_publish_copies_regular_files_only(tmp_path, capsys, link):
+    from report.publish import main as publish_main
+
+    site = tmp_path / "site"
+    (site / "data").mkdir(parents=True)
+    (site / "index.html").write_text("<p>x</p>")
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "shadow").write_text("root:hash")
+    if link == "file":
+        (site / "data" / "leak.txt").symlink_to(secret / "shadow")
+    else:
+        (site / "data" / "leak").symlink_to(secret)
+    rc, err = _cli(capsys, publish_main, str(site), str(tmp_path / "www"))
+    assert rc == 2 and "is a symbolic link" in err and "regular files only" in err, err
+    assert not (tmp_path / "www").exists()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# --------------------------------------------------------------------------- cluster init --out
+
+def test_cluster_init_out_elsewhere_does_not_make_it_the_default(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from jobs import cluster, conf
+
+    user = tmp_path / "config"
+    monkeypatch.setenv(conf.ENV_DIR, str(user))
+    monkeypatch.delenv(cluster.ENV_NAME, raising=False)
+    monkeypatch.setattr(cluster.schedulers, "get", lambda kind: SimpleNamespace(describe_site=lambda n: f"name: {n}\n"))
+    assert cluster.main(["init", "ok1", "--out", str(tmp_path / "x.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "x.yaml").read_text() == "name: ok1\n" and not (user / "defaults.yaml").exists()
+    assert f"wrote {tmp_path / 'x.yaml'}; not made the default site: cluster=ok1 is looked up as " \
+        f"{user / 'cluster' / 'ok1.yaml'}" in out, out
+    assert cluster.default_name()[0] is None
+    # --out naming the place it is looked up is the plain init
+    assert cluster.main(["init", "ok2", "--out", str(user / "cluster" / "ok2.yaml")]) == 0
+    assert cluster.default_name()[0] == "ok2"

@@ -1,6 +1,7 @@
 import pytest
 
 from jobs import plan
+from tests.helpers import point
 
 
 def test_point_id_is_stable_and_semantic(make_cfg):
@@ -241,3 +242,37 @@ def test_lost_nodes_are_those_whose_slurmd_does_not_answer():
                           timeout_s=1) == ["no-such-node.invalid"]
     # nothing listens there now, not even on this node: another SlurmdPort, so nothing can be told
     assert lost_nodes([socket.gethostname(), "no-such-node.invalid"], port=port, timeout_s=1) == []
+
+
+# --------------------------------------------------------------------------- shape and lengths
+
+@pytest.mark.parametrize("workload", ["inference", "serving"])
+def test_shape_and_lengths_that_disagree_are_refused(make_cfg, workload):
+    wl = f"workload={workload}"
+    (why,) = point(make_cfg, wl, "workload.shape=16x16", "workload.input_tokens=64").problems
+    assert why == ("workload.shape=16x16 sets input_tokens=16 output_tokens=16, but workload.input_tokens=64 says "
+                   "otherwise; give either workload.shape or the two lengths")
+    plain = point(make_cfg, wl, "workload.shape=16x16")
+    agreeing = point(make_cfg, wl, "workload.shape=16x16", "workload.input_tokens=16", "workload.output_tokens=16")
+    assert plain.problems == agreeing.problems == [] and plain.point_id == agreeing.point_id
+    # the two spellings without and with a shape keep their own ids (both existed before; documented)
+    assert point(make_cfg, wl, "workload.input_tokens=16", "workload.output_tokens=16").problems == []
+
+
+def test_plain_shape_keeps_its_point_id(make_cfg):
+    """The id of `shape=16x16` is what it was before equal lengths were folded into it."""
+    assert point(make_cfg, "workload.shape=16x16").point_id == "19fed5627a7b"
+
+
+# --------------------------------------------------------------------------- hardware.name
+
+def test_hardware_name_that_renames_another_file_is_refused(make_cfg):
+    (why,) = point(make_cfg, "hardware=cpu", "hardware.name=h100").problems
+    assert why.startswith("hardware.name=h100 renames the chosen hardware file (device cpu, vendor generic): its "
+                          "numbers would be recorded as h100's; hardware.name must be the chosen file's name") and \
+        "device_override=cpu" in why and "h100" in why.split("known: ")[1], why
+    (why,) = point(make_cfg, "hardware.name=mybox").problems
+    assert why.startswith("hardware.name=mybox renames the chosen hardware file"), why
+    assert point(make_cfg, "hardware=cpu", "hardware.name=cpu").problems == []   # its own name
+    stand_in = point(make_cfg, "hardware=h100", "device_override=cpu")
+    assert stand_in.problems == [] and stand_in.params["hardware"] == "h100"

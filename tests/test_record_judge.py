@@ -6,17 +6,20 @@ no point of the manifest."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis import aggregate
 from jobs import plan, records, status, store, sweepdir
 from jobs.manifest import Manifest
 from jobs.submit import split_measured, unwritable
-from tests.test_hardening import _points, _spec, sweep
+from tests.fakes import _points, _record, _spec
+from tests.helpers import sweep
 
 START = "2026-01-01T00:00:00+00:00"
 IDS = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
@@ -223,3 +226,141 @@ def test_status_counts_the_records_under_points_that_the_manifest_lacks(tmp_path
     out = capsys.readouterr().out
     assert seen == [] and f"{sweep_dir}: ok 2 · failed 2" in out and status.UNLISTED in out, out
     assert (sweep_dir / store.DIR / store.TABLE).is_file()
+
+
+# --------------------------------------------------------------------------- invalid records
+
+@pytest.mark.parametrize("broken", ["id_and_status_only", "no_p10", "truncated"])
+def test_invalid_record_is_skipped_and_listed(tmp_path, broken, capsys):
+    from report.build import build
+
+    good = _record("ok", pid="aaaaaaaaaaaa")
+    bad = _record("ok", pid="bbbbbbbbbbbb")
+    records.write_record(records.record_path(tmp_path / "points", "aaaaaaaaaaaa"), good)
+    bad_path = records.record_path(tmp_path / "points", "bbbbbbbbbbbb")
+    if broken == "id_and_status_only":
+        records.write_record(bad_path, {"point_id": "bbbbbbbbbbbb", "status": "ok"})
+    elif broken == "no_p10":
+        del bad["metrics"]["latency_s"]["p10"]
+        records.write_record(bad_path, bad)
+    else:
+        bad_path.parent.mkdir(parents=True)
+        bad_path.write_text(json.dumps(bad)[:200])
+    table = aggregate.aggregate([tmp_path])
+    assert f"warning: skipping {bad_path}" in capsys.readouterr().err
+    assert table.set_index("point_id")["status"].to_dict() == {"aaaaaaaaaaaa": "ok", "bbbbbbbbbbbb": "invalid"}
+    build(table, tmp_path / "site")
+    failures = (tmp_path / "site" / "failures.html").read_text()
+    assert "InvalidRecord" in failures and str(bad_path) in failures
+
+
+def test_invalid_ok_record_is_measured_again(tmp_path):
+    from jobs.submit import split_measured
+
+    records.write_record(records.record_path(tmp_path / "points", "bbbbbbbbbbbb"),
+                         {"point_id": "bbbbbbbbbbbb", "status": "ok"})
+    point = plan.Point(point_id="bbbbbbbbbbbb", sweep="t", overrides=[], cfg={}, params={}, command="")
+    assert split_measured([point], tmp_path, force=False) == ([point], [], [])
+
+
+def test_records_are_only_what_they_claim_to_be(tmp_path, capsys):
+    """A record whose point_id is not its folder's (renamed, or copied into another point's folder), or a record
+    file that is a link out of the sweep directory, is not that point's: aggregate lists it `invalid`, resume
+    measures the point again and jobs.status says so; all three by records.read_point, so their counts agree."""
+    from jobs import status
+    from jobs.submit import split_measured
+
+    sweep_dir = tmp_path / "runs" / "s"
+    ids = ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd"]
+    a = records.record_path(sweep_dir / "points", ids[0])
+    records.write_record(a, _record("ok", pid=ids[0]))
+    b = records.record_path(sweep_dir / "points", ids[1])       # a copy of a's record
+    b.parent.mkdir(parents=True)
+    b.write_bytes(a.read_bytes())
+    records.write_record(records.record_path(sweep_dir / "points", ids[2]), _record("ok", pid="ffffffffffff"))
+    outside = records.record_path(tmp_path / "elsewhere" / "points", ids[3])
+    records.write_record(outside, _record("ok", pid=ids[3]))
+    d = records.record_path(sweep_dir / "points", ids[3])
+    d.parent.mkdir(parents=True)
+    d.symlink_to(outside)
+    table = aggregate.aggregate([sweep_dir]).set_index("point_id")
+    err = capsys.readouterr().err
+    assert table["status"].to_dict() == {ids[0]: "ok", ids[1]: "invalid", ids[2]: "invalid", ids[3]: "invalid"}
+    assert f"its point_id '{ids[0]}' is not its folder's ('{ids[1]}')" in table.loc[ids[1], "error_message"]
+    assert "its point_id 'ffffffffffff' is not its folder's" in table.loc[ids[2], "error_message"]
+    assert "leads out of its sweep directory" in table.loc[ids[3], "error_message"] and "elsewhere" in err
+    pts = [plan.Point(point_id=pid, sweep="s", overrides=[], cfg={}, params={}, command="") for pid in ids]
+    todo, measured, _ = split_measured(pts, sweep_dir, force=False)
+    assert [p.point_id for p in measured] == [ids[0]] and [p.point_id for p in todo] == ids[1:]
+    seen = status._records(sweep_dir, dict.fromkeys(ids))
+    assert {pid: r[0] for pid, r in seen.items()} == table["status"].to_dict()   # (status, start, message)
+    assert "not its folder's" in seen[ids[1]][2]
+
+
+def test_status_counts_a_schema_breaking_record_invalid_as_aggregate_and_resume_do(make_cfg, tmp_path):
+    """A record that is JSON but breaks the schema ("median": "fast"), left by a job that ended OK: aggregate says
+    invalid, resume measures it again, and jobs.status says invalid (it said ok: the job's state won)."""
+    from analysis import aggregate
+    from jobs import status
+    from jobs.manifest import Manifest
+    from jobs.submit import split_measured
+
+    pts = [plan.make_point(make_cfg(f"seed={i}"), [f"seed={i}"]) for i in range(2)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=records.now(), job_id="local-1-1", tasks=["local-1-1_0", "local-1-1_1"],
+                save=False)
+    m.save()
+    for p in pts:
+        rec = _record("ok", pid=p.point_id)
+        rec["metrics"]["latency_s"]["median"] = "fast"
+        path = records.record_path(tmp_path / "points", p.point_id)
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(rec))
+    jobs = {f"local-1-1_{i}": {"state": "ok", "native": "OK", "exit_code": ""} for i in range(2)}
+    rows = status.point_states(tmp_path, Manifest.load(tmp_path), jobs=jobs)
+    assert status.counts(rows) == {"invalid": 2}, rows
+    assert all(r["detail"].startswith("record not used: ") for r in rows)
+    table = aggregate.aggregate([tmp_path])
+    assert set(table["status"]) == {"invalid"}
+    todo, measured, _ = split_measured(pts, tmp_path, force=False)
+    assert len(todo) == 2 and not measured
+
+
+# --------------------------------------------------------------------------- a record that is not a regular file
+
+@pytest.fixture
+def _alarm():
+    """A reader that blocks fails the test instead of hanging the suite."""
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("a reader blocked on the record")
+
+    was = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, was)
+
+
+def test_record_that_is_a_fifo_is_invalid_not_a_hang(tmp_path, capsys, _alarm):
+    from jobs.records import read_point, read_record
+
+    sweep_dir = tmp_path / "runs" / "s"
+    records.write_record(records.record_path(sweep_dir / "points", "aaaaaaaaaaaa"), _record("ok", pid="aaaaaaaaaaaa"))
+    fifo = records.record_path(sweep_dir / "points", "bbbbbbbbbbbb")
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    assert read_point(fifo) == (None, "unreadable: not a regular file (a FIFO)")
+    assert read_record(fifo) is None and records.written_since(sweep_dir, "bbbbbbbbbbbb", "") is None
+    assert aggregate.main([str(sweep_dir)]) == 0
+    table = pd.read_parquet(sweep_dir / "results.parquet").set_index("point_id")
+    assert table.loc["bbbbbbbbbbbb", "status"] == "invalid" and table.loc["aaaaaaaaaaaa", "status"] == "ok"
+    assert "not a regular file (a FIFO)" in table.loc["bbbbbbbbbbbb", "error_message"]
+    from jobs import status
+
+    (aggregate_cache := sweep_dir / "results.parquet").unlink()   # status reads the file itself, not the cache
+    assert not aggregate_cache.exists()
+    got = status._records(sweep_dir, {"aaaaaaaaaaaa": {}, "bbbbbbbbbbbb": {}})
+    assert got["bbbbbbbbbbbb"][0] == "invalid" and "not a regular file (a FIFO)" in got["bbbbbbbbbbbb"][2]

@@ -17,14 +17,11 @@ from jobs.workloads import serving
 from jobs.workloads.serving import load
 from report import build, publish
 from report.pages import discover, template_dirs
-from tests.test_hardening import ENV, _cli, _record
+from tests.fakes import _record
+from tests.helpers import ENV, _cli, files_under
 from tests.test_serving_load import FakeServer, serve  # noqa: F401  (serve: the fixture)
 
 PID = "aaaaaaaaaaaa"
-
-
-def files_under(d: Path) -> list[Path]:
-    return sorted(d.rglob("*"))
 
 
 @pytest.fixture

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from jobs import files, finish
 from report import build
-from tests.test_hardening import _cli
+from tests.helpers import _cli, _files
 from tests.test_report_links_and_credentials import sweep_dir  # noqa: F401  (the fixture)
 
 # --------------------------------------------------------------------------- a report over a user's own page
@@ -48,7 +46,3 @@ def test_the_sweeps_report_stage_never_replaces_a_page_of_the_users_own(sweep_di
         finish.finish(sweep_dir)
     assert (sweep_dir / "site" / "index.html").read_text() == "mine"
     assert sorted(p.name for p in (sweep_dir / "site").iterdir()) == ["index.html"]
-
-
-def _files(top: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}

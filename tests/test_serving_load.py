@@ -384,3 +384,21 @@ def test_a_misbehaving_server_fails_the_request_with_its_reason(case):
     errors = {r.error for r in got.requests}
     assert all(e.startswith(reason or "the server closed the connection before the answer ended") for e in errors), \
         errors
+
+
+# --------------------------------------------------------------------------- an endpoint that never answers
+
+def test_endpoint_that_never_answers_says_which_request_timed_out_after_how_long():
+    import socket
+
+    from jobs.workloads.serving import load
+
+    with socket.socket() as server:   # accepts (the kernel's backlog) and never answers
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        reqs, _, _ = load.run(f"http://127.0.0.1:{port}", "tiny", load.prompts(100, 5, 1), 3,
+                           load.Load("concurrency", 1, 1), timeout_s=0.5)
+    assert [r.ok for r in reqs] == [False]
+    assert reqs[0].error == ("TimeoutError: a request (prompt of 5 tokens, 3 asked) got no answer within "
+                             "workload.request_timeout_s=0.5 s"), reqs[0].error

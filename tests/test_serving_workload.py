@@ -2,6 +2,7 @@
 line, the Pareto front and the Prometheus bookkeeping."""
 from __future__ import annotations
 
+import json
 import types
 
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 from jobs import engines, workloads
 from jobs.workloads import serving
 from jobs.workloads.serving import report, search, server
+from tests.helpers import point
 
 SERVING = "workload=serving"
 
@@ -209,3 +211,27 @@ def test_a_server_that_dies_before_the_load_fails_its_point_as_server_died(make_
     result = serving.run(cfg, ctx)
     assert result.status == "failed" and result.error_type == "ServerDied"
     assert "exited before the load" in result.error and "Killed" in result.error
+
+
+# --------------------------------------------------------------------------- datasets the model cannot take
+
+def test_non_utf8_dataset_names_file_and_line(make_cfg, tmp_path):
+    data = tmp_path / "prompts.jsonl"
+    data.write_bytes(b'{"prompt_token_ids": [1, 2]}\n{"prompt": "caf\xff"}\n')
+    problems = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
+    assert f"workload.dataset={data}, line 2: not UTF-8 text (byte 0xff at column 16); a dataset is JSON lines in " \
+           "UTF-8" in problems, problems
+
+
+def test_dataset_token_ids_and_lengths_beyond_the_model_are_refused(make_cfg, tmp_path):
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt_token_ids": [1, 2]}\n{"prompt_token_ids": [99999999, 5]}\n')
+    (why,) = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
+    assert why == (f"workload.dataset={data}, line 2: prompt_token_ids holds 99999999, but model tiny-llama's "
+                   "vocab_size is 32000 (ids 0 to 31999)"), why
+    data.write_text(json.dumps({"prompt_token_ids": [7] * 5000, "output_tokens": 8}) + "\n")
+    (why,) = point(make_cfg, "workload=serving", f"workload.dataset={data}").problems
+    assert why == (f"workload.dataset={data}, line 1: a prompt of 5000 tokens + 8 output tokens = 5008 exceeds model "
+                   "tiny-llama's max_position_embeddings=4096"), why
+    data.write_text(json.dumps({"prompt_token_ids": [31999] * 4000, "output_tokens": 96}) + "\n")
+    assert point(make_cfg, "workload=serving", f"workload.dataset={data}").problems == []   # exactly at the limits

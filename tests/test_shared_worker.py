@@ -12,10 +12,7 @@ import pytest
 from jobs import plan, records, workloads
 from jobs.point import run_points, run_task
 from jobs.schedulers import local
-
-RES = plan.Resources(cluster="local", partition=None, nodes=1, tasks_per_node=1, gpus_per_node=0,
-                     gpu_request="none", gres_name=None, cpus_per_task=None, mem_gb=None, time_min=30,
-                     account=None, qos=None)
+from tests.fakes import RES, _FinishedJob
 
 
 def _point(pid: str, model: str = "m", isolation: str | None = None, threads: int = 1) -> plan.Point:
@@ -42,43 +39,13 @@ def test_a_worker_runs_its_group_model_by_model_unless_isolation_is_process():
     assert _ids(local.units({"g": [a, b]}, max_parallel=4)) == ["ab"]
 
 
-class _Job:
-    """A worker that writes an ok record for each of its points until it reaches one in `crash`, then dies."""
-
-    job_id = "1"
-
-    def __init__(self, specs, sweep_dir, crash):
-        self.ran = []
-        for spec in specs:
-            if spec["point_id"] in crash:
-                break
-            prov = records.provenance(start_time=records.now())
-            records.write_point_record(records.record_path(f"{sweep_dir}/points", spec["point_id"]),
-                                       records.make_record(point=spec, status="ok", provenance=prov))
-            self.ran.append(spec["point_id"])
-
-    def done(self):
-        return True
-
-    def exception(self):
-        return RuntimeError("Segmentation fault (core dumped)")
-
-    def result(self):
-        raise self.exception()
-
-    def stdout(self):
-        return "worker log"
-
-    stderr = stdout
-
-
 def test_a_crashed_worker_costs_its_point_and_a_new_worker_takes_the_rest(tmp_path, monkeypatch):
     jobs = []
 
     class Executor:
         def submit(self, fn, specs, sweep_dir, owner, limit_s):
             assert fn is run_points and limit_s == RES.time_min * 60
-            jobs.append(_Job(specs, sweep_dir, crash={"b" * 12}))
+            jobs.append(_FinishedJob(specs, sweep_dir, crash={"b" * 12}))
             return jobs[-1]
 
     monkeypatch.setattr(local, "_executor", lambda *args: Executor())
@@ -234,7 +201,7 @@ def test_a_worker_that_returns_early_leaves_the_rest_to_a_new_one(tmp_path, monk
     """With several ranks a worker returns after a failed point: only that point failed, the rest run anew."""
     jobs = []
 
-    class Early(_Job):
+    class Early(_FinishedJob):
         def __init__(self, specs, sweep_dir):
             super().__init__(specs[:1], sweep_dir, crash=())
             self.n = len(specs)
@@ -264,7 +231,7 @@ def _crashing_runner(specs, sweep_dir, owner, limit_s):
     for spec in specs:
         if spec["point_id"] == "b" * 12:
             os.kill(os.getpid(), signal.SIGSEGV)
-        _Job([spec], sweep_dir, crash=())
+        _FinishedJob([spec], sweep_dir, crash=())
 
 
 def test_a_slurm_task_whose_worker_crashes_runs_its_other_points_in_a_new_one(tmp_path):

@@ -9,6 +9,7 @@ from jobs.finish import after_sweep
 from jobs.manifest import Manifest
 from jobs.schedulers import base, batch, slurm, slurm_site
 from jobs.submit import elsewhere_commands
+from tests.helpers import point
 
 
 @pytest.mark.parametrize("job_id, tasks", [
@@ -384,3 +385,109 @@ def test_the_rendezvous_port_is_the_same_for_every_rank_and_below_the_ephemeral_
     ports = {job: master_port(job) for job in ("461", "460_0", "460_1", "99999")}
     assert all(20000 <= p < 32768 for p in ports.values())
     assert master_port("461") == ports["461"] and len(set(ports.values())) > 1
+
+
+# --------------------------------------------------------------------------- faults of a site
+
+def test_pending_reason_of_every_pending_group_is_shown():
+    from jobs import status
+
+    rows = [{"state": "pending", "group": "g1", "detail": "", "job_state": {"state": "pending", "reason": r}}
+            for r in ("ReqNodeNotAvail, UnavailableNodes:n1", "ReqNodeNotAvail, UnavailableNodes:n1", "Priority")]
+    rows += [{"state": "pending", "group": "g2", "detail": "", "job_state": {"state": "running"}},
+             {"state": "ok", "group": "g3", "detail": "", "job_state": {}}]
+    assert status.pending_reasons(rows) == {
+        "g1": "Priority (1 point(s)); ReqNodeNotAvail, UnavailableNodes:n1 (2 point(s))",
+        "g2": "behind another point of its array task (1 point(s))"}
+
+
+def test_reused_job_id_marks_the_lost_array_not_sent(make_cfg, tmp_path, capsys):
+    """slurmctld killed mid-submission and restarted: it issues a lost array's job id again. The lost array is
+    marked not sent (kept so on reload), status says so, and it is not taken as queued: the same command resends it."""
+    from jobs import status, submit
+
+    pts = [plan.make_point(make_cfg(f"seed={i}"), [f"seed={i}"]) for i in range(2)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    for key, p in zip("ab", pts):
+        m.add_group(entry, key, [p], submitted=None, save=False)
+    m.save()
+    m.sent(entry, "a", submitted=records.now(), job_id="7", tasks=["7"])
+    m.sent(entry, "b", submitted=records.now(), job_id="7", tasks=["7"])
+    assert "array a (1 point(s)) was lost: job id 7 was issued again" in capsys.readouterr().err
+    again = Manifest.load(tmp_path)   # from the journal
+    assert again.job_ids() == ["7"]
+    rows = {r["point_id"]: r for r in status.point_states(tmp_path, again, jobs={"7": {"state": "running",
+                                                                                    "native": "RUNNING"}})}
+    assert rows[pts[0].point_id]["state"] == "not submitted" and "lost" in rows[pts[0].point_id]["detail"]
+    assert rows[pts[1].point_id]["state"] == "running"
+    assert set(submit.active_points(again, {"7": {"state": "running"}})) == {pts[1].point_id}
+
+
+def test_multi_rank_job_ends_when_a_rank_dies(make_cfg):
+    from jobs.schedulers import slurm
+
+    r2 = plan.resources_for(make_cfg("cluster=localslurm", "cards=2"))
+    assert slurm.sbatch_params(r2, "n", array_parallelism=1)["srun_args"] == ["--kill-on-bad-exit=1"]
+    r1 = plan.resources_for(make_cfg("cluster=localslurm", "cards=1"))
+    assert "srun_args" not in slurm.sbatch_params(r1, "n", array_parallelism=1)
+
+
+# --------------------------------------------------------------------------- waiting for Slurm
+
+def test_ctrl_c_while_waiting_for_slurm_names_the_jobs_left(make_cfg, tmp_path, monkeypatch, capsys):
+    """sweep.wait=true, Ctrl-C: the jobs stay queued; the sweep says which, and how to follow or cancel them."""
+    from jobs import status, submit, sweep
+    from jobs.manifest import Manifest
+
+    pts = [plan.make_point(make_cfg(f"seed={i}"), [f"seed={i}"]) for i in range(3)]
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    m.add_group(entry, "a", pts[:2], submitted=records.now(), job_id="41", tasks=["41_0", "41_1"], save=False)
+    m.add_group(entry, "b", pts[2:], submitted=records.now(), job_id="42", tasks=["42_0"], save=False)
+    m.save()
+    states = {"41_0": {"state": "ok"}, "41_1": {"state": "running"}, "42_0": {"state": "pending"}}
+    monkeypatch.setattr(status, "job_states", lambda *a, **k: states)
+    assert submit.still_queued(tmp_path, Manifest.load(tmp_path)) == (
+        "stopped waiting: 2 point job(s) still queued or running on the cluster (job 41, 42). Follow them with "
+        f"python -m jobs.status {tmp_path}; cancel them with python -m jobs.cancel {tmp_path}")
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(submit, "wait", interrupted)
+    monkeypatch.setattr(sweep.plan, "plan", lambda configs: [])   # nothing to plan: the wait is what is tested
+    monkeypatch.setattr(sweep, "_queued", lambda manifest: ({"x": "41_1"}, {"pending_reports": [], "reports": []}))
+    cfg = make_cfg("cluster=localslurm", "sweep.wait=true", "sweep.report=false",
+                   f"sweep.runs_dir={tmp_path.parent}", f"sweep.name={tmp_path.name}")
+    with pytest.raises(SystemExit) as stop:
+        sweep.run([([], cfg)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 130 and "stopped waiting: 2 point job(s) still queued" in err and "error" not in err
+
+
+def test_stopped_waiting_without_an_answer_from_slurm_says_the_jobs_may_still_run(make_cfg, tmp_path, monkeypatch):
+    from jobs import status, submit
+    from jobs.manifest import Manifest
+
+    (p,) = [plan.make_point(make_cfg("seed=1"), ["seed=1"])]
+    m = Manifest(tmp_path)
+    entry = m.begin([p], cluster={"name": "c", "kind": "slurm"}, argv=["x"])
+    m.add_group(entry, "a", [p], submitted=records.now(), job_id="43", tasks=["43"])
+    monkeypatch.setattr(status, "job_states", lambda *a, **k: {})
+    assert submit.still_queued(tmp_path, Manifest.load(tmp_path)).startswith(
+        "stopped waiting: its jobs (job 43) may still be queued or running. Follow them with")
+
+
+# --------------------------------------------------------------------------- the command for another cluster
+
+def test_command_for_another_cluster_drops_this_clusters_settings(make_cfg):
+    from jobs.submit import elsewhere_commands
+
+    over = ["cluster=localslurm", "cluster.hardware=[cpu]", "hardware=h100", "hardware.slurm.cluster=gpu-site"]
+    p = point(make_cfg, *over)
+    assert p.elsewhere == "gpu-site" and not p.problems
+    (cmd,) = elsewhere_commands([p], ["jobs/sweep.py", "-m", "hardware=h100,cpu", "cluster=localslurm",
+                                      "cluster.hardware=[cpu]", "+cluster.account=proj", "cluster.max_nodes=2",
+                                      "cards=1", "workload.batch_size=1,2"]).values()
+    assert cmd["command"] == ("python -m jobs.sweep -m cards=1 workload.batch_size=1,2 hardware=h100 "
+                              "cluster=gpu-site sweep.name=default")

@@ -146,3 +146,20 @@ def test_account_and_qos_of_this_user(make_cfg, site):
     assert why == "qos 'urgent' is not allowed for account my-project on partition gpu; allowed: high, normal"
     (why,) = problems(make_cfg, "cluster.account=proj-gaudi", "cluster.qos=high", sweep_over=["hardware=gaudi3"])
     assert why == "qos 'high' is not allowed for account proj-gaudi on partition gaudi; allowed: normal"
+
+
+# --------------------------------------------------------------------------- nodes that take no jobs
+
+@pytest.mark.parametrize("state,refused", [("idle", False), ("mix", False), ("idle~", False), ("drain", True),
+                                           ("drng", True), ("down*", True), ("idle*", True), ("down", True)])
+def test_drained_or_down_nodes_refused_at_plan_time(make_cfg, monkeypatch, state, refused):
+    from jobs.schedulers import slurm
+
+    monkeypatch.setattr(slurm, "_run", lambda cmd, timeout=60: f"cpu*|localhost|8|16000|(null)|2:00:00|{state}\n")
+    monkeypatch.setattr(slurm, "_associations", lambda: None)
+    monkeypatch.setattr(slurm.shutil, "which", lambda name: "/usr/bin/" + name)
+    p = plan.make_point(make_cfg("cluster=localslurm"), [])
+    found = slurm.check({"g": [p]}, p.cfg["cluster"])
+    assert bool(found) is refused, found
+    if refused:
+        assert f"localhost ({state}) take no jobs" in found[0][1] and "ReqNodeNotAvail" in found[0][1]

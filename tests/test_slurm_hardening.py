@@ -76,7 +76,7 @@ def test_time_limit_signal_during_start_up_is_a_timeout(site):  # noqa: F811
     """Slurm's time-limit warning asked for 5 s into the job (--signal=USR2@55 on a 1-minute limit; slurmctld
     sends it on its next periodic check, so anywhere from the start-up to the measurement): whatever the job was
     doing, the point ends `timeout`, and the plan warned that the limit is short. (Landing exactly in an import
-    cannot be forced here; tests/test_hardening.py::test_time_limit_signal_mid_import_is_a_timeout does that.)"""
+    cannot be forced here; tests/test_time_limits.py::test_time_limit_signal_mid_import_is_a_timeout does that.)"""
     cwd, env = site
     (cwd / "sbatch-extra").write_text("--signal=USR2@55")
     try:
