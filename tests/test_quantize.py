@@ -304,7 +304,7 @@ def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
     ok = problems(make_cfg, "workload.downstream.tasks=[my_mc,other]", f"workload.downstream.task_dir={tmp_path}")
     assert ok == ([] if importlib.util.find_spec("lm_eval") else
                   [("workload.downstream.tasks=['my_mc', 'other'] needs lm-evaluation-harness: pip install "
-                   "'accelsweep[quantize-eval]'")])
+                   "'accelsweep[task-eval]'")])
     base = plan.point_id(make_cfg("workload=quantize"))
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.limit=5")) == base   # no tasks
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.tasks=[my_mc]")) != base
@@ -325,7 +325,8 @@ def test_downstream_accuracy_through_lm_eval_on_a_local_task(tmp_path):
     import transformers
 
     pytest.importorskip("lm_eval")
-    from jobs.workloads.quantize import corpus, downstream
+    from jobs import taskeval
+    from jobs.workloads.quantize import corpus
 
     docs = [{"question": f"x{i} = ", "choices": [f"{i}", f"{i + 1}!", "None"], "answer": i % 3} for i in range(8)]
     (tmp_path / "mc.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
@@ -338,7 +339,7 @@ def test_downstream_accuracy_through_lm_eval_on_a_local_task(tmp_path):
                                             num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
-    acc = downstream.accuracy(model, corpus.byte_tokenizer(),
+    acc = taskeval.accuracy(model, corpus.byte_tokenizer(),
                               {"tasks": ["tiny_mc"], "task_dir": str(tmp_path / "tasks"), "limit": None}, 4)
 
     def loglik(context: str, cont: str) -> float:

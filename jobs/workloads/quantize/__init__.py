@@ -9,12 +9,11 @@ every rank scores its share of the held-out windows.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
-from jobs import accuracy, conf, config_schema, measure, noise
+from jobs import accuracy, conf, config_schema, measure, noise, taskeval
 from jobs.model_math import module_shapes
 from jobs.workloads import Ranks, Result
 from jobs.workloads.base import Package, language_model_problem
@@ -121,19 +120,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["eval"]["text"] and not Path(wl["eval"]["text"]).is_file():
         problems.append(f"workload.eval.text={wl['eval']['text']!r} is not a file; give a local text file "
                         "or null for the embedded held-out text")
-    ds = wl["downstream"]
-    if ds["tasks"] and importlib.util.find_spec("lm_eval") is None:
-        problems.append(f"workload.downstream.tasks={list(ds['tasks'])} needs lm-evaluation-harness: "
-                        "pip install 'accelsweep[quantize-eval]'")
-    if ds["task_dir"] and not Path(ds["task_dir"]).is_dir():
-        problems.append(f"workload.downstream.task_dir={ds['task_dir']!r} is not a directory; give a local folder "
-                        "of lm_eval task YAML files, or null for lm_eval's own tasks (data already cached locally)")
-    elif ds["task_dir"]:
-        from .downstream import local_tasks
-
-        found = local_tasks(ds["task_dir"])
-        problems += [f"workload.downstream.tasks: {t!r} is not a task in {ds['task_dir']} (its YAML files define: "
-                     f"{', '.join(sorted(found)) or 'none'})" for t in ds["tasks"] if t not in found]
+    problems += taskeval.problems(wl["downstream"])
     if wl["apply"] == "real":
         backend, why = real_backend(wl, conf.device(cfg))
         if backend is None and wl["backend"] != "auto":
@@ -225,7 +212,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                 info["downstream_error"] = f"{type(exc).__name__}: {exc}"
             else:
                 info["downstream"] = json.dumps(acc)
-                samples["downstream_acc"] = [sum(r["acc"] for r in acc.values()) / len(acc)]
+                samples["downstream_acc"] = [taskeval.mean_score(acc)]
     if timed is None:   # not rank 0
         return Result(samples={})
     quality = base["perplexity"] / final["perplexity"]
@@ -269,7 +256,7 @@ def _assignment_info(prob, chosen: dict[str, int], labels) -> dict[str, Any]:
 
 def _downstream(model, cfg: dict[str, Any]) -> dict[str, dict[str, float]]:
     """lm-evaluation-harness accuracy of the model as applied (rank 0), with the model's own tokenizer."""
-    from . import corpus, downstream
+    from . import corpus
 
     if cfg["model"]["init"] == "pretrained":
         import transformers
@@ -277,7 +264,7 @@ def _downstream(model, cfg: dict[str, Any]) -> dict[str, dict[str, float]]:
         tok = transformers.AutoTokenizer.from_pretrained(cfg["model"]["path"], local_files_only=True)
     else:
         tok = corpus.byte_tokenizer()
-    return downstream.accuracy(model, tok, cfg["workload"]["downstream"], cfg["workload"]["downstream"]["batch_size"])
+    return taskeval.accuracy(model, tok, cfg["workload"]["downstream"], cfg["workload"]["downstream"]["batch_size"])
 
 
 def _timed(scorer, wl: dict[str, Any], ctx) -> list[dict] | None:

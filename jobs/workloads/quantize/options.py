@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs.config_schema import Int, Ints, Num, Str, Strs, noise_options
+from jobs import taskeval
+from jobs.config_schema import Int, Ints, Num, Str, noise_options
 
 SENSITIVITY = ("measured", "prune")
 GRANULARITY = ("layer", "linear")
@@ -53,14 +54,7 @@ OPTIONS: dict[str, Any] = {
         "cache_dir": Str(null=True, default=None, identity=False,
                          help="where the trained model is cached; `null`: `~/.cache/accelsweep/quantize`"),
     },
-    "downstream": {   # lm-evaluation-harness accuracy; local data only
-        "tasks": Strs(default=[], help=(
-            "lm-evaluation-harness task names (`pip install 'accelsweep[quantize-eval]'`; local data only), e.g. "
-            "`[my_mc]` from `task_dir`, or lm_eval's own with their data cached locally")),
-        "task_dir": Str(null=True, default=None, help="a folder of lm_eval task YAML files (their data files local)"),
-        "limit": Int(min=1, null=True, default=None, help="at most this many examples per task"),
-        "batch_size": Int(min=1, default=8, help="the harness's batch size"),
-    },
+    "downstream": taskeval.OPTIONS,
     "warmup": Int(min=0, default=1, column=True, help="untimed forward passes"),
     "repeats": Int(min=1, default=3, column=True, help="the minimum number of timed forward passes"),
     "noise": noise_options(max_seconds=120.0),

@@ -13,10 +13,11 @@ import json
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from jobs import accuracy, conf, config_schema, engines, inject, measure, noise
+from jobs import accuracy, conf, config_schema, engines, inject, measure, noise, taskeval
 from jobs.workloads import Also, Ranks, Result
 from jobs.workloads.base import Package, drop, language_model_problem, length_identity, length_problems, lengths
 
@@ -91,7 +92,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     except ValueError as exc:
         problems.append(str(exc))
         inp = out = None
-    problems += length_problems(wl, OPTIONS)
+    problems += length_problems(wl, OPTIONS) + taskeval.problems(wl["downstream"])
     if wl["mode"] == "concurrency" and float(wl["level"]) != int(wl["level"]):
         problems.append(f"workload.level={wl['level']!r}: mode=concurrency needs a whole number of requests in flight")
     if wl["search"] and wl["mode"] != "rate":
@@ -158,6 +159,8 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
         out.pop("api", None)
     if not cfg["workload"].get("search"):
         out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
+    if not (cfg["workload"].get("downstream") or {}).get("tasks"):
+        out.pop("downstream", None)
     return out
 
 
@@ -308,7 +311,7 @@ def run(cfg: dict[str, Any], ctx) -> Result:
     before = server.scrape()
     figures, also, gathered = point.search() if wl["search"] else point.load()
     point.info.update(servers.counter_deltas(before, server.scrape(), _launch(cfg).counters))
-    return point.result(figures, also, gathered, checked)
+    return _task_accuracy(point, point.result(figures, also, gathered, checked))
 
 
 class _Point:
@@ -404,6 +407,27 @@ class _Point:
         if nats := _logit_noise(self.cfg):
             info[inject.LOGIT_INFO] = nats
         return accuracy.judged(Result(samples=samples, info=info, also=also), checked)
+
+
+def _task_accuracy(point: _Point, result: Result) -> Result:
+    """workload.downstream's tasks through the point's server, after the load (outside the measured window, as
+    MLPerf's accuracy mode runs apart from its performance mode): `downstream_acc`, per task in info.downstream; a
+    failure leaves the point's measurements as they are and says why (info.downstream_error)."""
+    ds = point.wl["downstream"]
+    if not ds["tasks"] or result.status not in ("ok", "inaccurate"):
+        return result
+    model = point.cfg["model"]
+    tokenizer = model["path"] if model["init"] == "pretrained" else None   # a random model has none: text tasks only
+    t0 = time.perf_counter()
+    try:
+        scores = taskeval.served_accuracy(point.server.base_url, point.name, ds, tokenizer, point.timeout)
+    except Exception as exc:   # noqa: BLE001 - the point's measurements stand without it
+        result.info["downstream_error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        result.info["downstream"] = json.dumps(scores)
+        result.samples["downstream_acc"] = [taskeval.mean_score(scores)]
+    result.info["downstream_s"] = time.perf_counter() - t0
+    return result
 
 
 def _gate(point: _Point) -> dict[str, Any] | None:

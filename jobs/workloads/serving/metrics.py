@@ -47,6 +47,10 @@ _METRICS = tuple(
     ENERGY,
     Metric("tok_per_j", "tokens/J", "output tokens of the ok requests / energy_j over the load window", HIGHER,
            repeat=PER_POINT, label="tokens per joule"),
+    Metric("downstream_acc", "", "workload.downstream.tasks: mean score (accuracy, else exact match) of the served "
+                                 "model over the lm-evaluation-harness tasks, through the point's own server after "
+                                 "the load (per task in info.downstream)", HIGHER, repeat=PER_POINT,
+           cross_hardware=False, label="task accuracy"),
     cost_per_mtok("output_tok_s", "output tokens of the ok requests", repeat=PER_POINT),
 )
 

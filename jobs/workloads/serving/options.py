@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobs import engines
+from jobs import engines, taskeval
 from jobs.config_schema import Int, Key, Num, Str
 
 from .load import API_KEY_ENV, APIS, ARRIVALS, MODES
@@ -67,5 +67,6 @@ OPTIONS: dict[str, Any] = {
         "extra arguments for the server's command line, e.g. `[--max-num-batched-tokens,512]` (numbers as text)")),
     "server_python": Str(null=True, default=None, identity=False, help=(
         "the Python that runs a python-launched server (vllm, sglang, llamacpp); `null`: the worker's")),
+    "downstream": taskeval.OPTIONS,   # task accuracy through the point's server, after the load
     **{name: dict(spec.serve_options) for name, spec in engines.SERVED.items() if spec.serve_options},
 }
