@@ -2,8 +2,9 @@
 quality (the trade-off the PEARC'26 mixed-precision study reports).
 
 A quantized point (a precision that jobs.accuracy holds to MLPerf's quality rule: int8, int4, fp8) is matched with
-the ok point that differs only in precision (same hardware, cards, per-card threads and workload keys), in the first of UNQUANTIZED that was measured (the gate's reference is
-fp32; bf16 or fp16 where no fp32 twin exists, named in `versus`). Its speedup is the ratio of the two main
+the ok point that differs only in precision (same hardware, cards, per-card threads and workload keys), in the first
+of UNQUANTIZED that was measured (the gate's reference is fp32; bf16 or fp16 where no fp32 twin exists, named in
+`versus`). Its speedup is the ratio of the two main
 throughputs with a bootstrap interval from both sides' repeats (analysis.derived.ratio_interval), its quality the
 gate's perplexity_ratio against the fp32 reference, its accuracy loss 100 x (1 - quality) %. Inaccurate points are
 kept (the trade-off includes what fails), marked by their gate's verdict.
