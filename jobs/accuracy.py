@@ -1,6 +1,7 @@
 """The accuracy gate: a speed counts only when the engine computed the right thing.
 
-Once per engine build, outside the measured window, a fixed set of seeded prompts goes through the engine with
+Once per engine build, outside the measured window, a fixed set of prompts (seeded token ids; for a checkpoint with a
+tokenizer, a text every Python ships, text_prompts) goes through the engine with
 logprobs, and the answer is compared with a reference: transformers in fp32 on the CPU with the same weights (the
 default models have seeded random weights, so the reference is rebuilt exactly anywhere; it is cached per model,
 seed and checkpoint in the user cache). Three figures (GATE_FIGURES) and one tolerance per precision (TOLERANCES),
@@ -39,7 +40,7 @@ PROMPTS, PROMPT_TOKENS, CONTINUATION, TOP_K = 4, 32, 8, 5   # the fixed check: 4
 PROMPT_SEED = 20260   # the prompts' own seed, apart from the point's (its seed picks the weights)
 REFERENCE = "transformers fp32 on the CPU, same weights"
 CACHE_ENV = "ACCELSWEEP_CACHE_DIR"   # where the references and seeded checkpoints are kept (default ~/.cache/accelsweep)
-VERSION = 1   # of the reference's format and method: a change makes new cache entries
+VERSION = 2   # of the reference's format and method (2: a checkpoint's prompts are text): new cache entries
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ TOLERANCES: dict[str, Tolerance] = {t.precision: t for t in (
 QUALITY_TARGETS = (0.99, 0.999)
 DEFAULT_QUALITY_TARGET = 0.99
 
-_DEF = (f"over {PROMPTS} seeded prompts of {PROMPT_TOKENS} token ids, teacher-forced: the engine's prediction of each "
+_DEF = (f"over {PROMPTS} prompts of {PROMPT_TOKENS} tokens (seeded token ids; a checkpoint's: a text Python ships, "
+        "through its tokenizer), teacher-forced: the engine's prediction of each "
         "next prompt token against the reference's")
 GATE_FIGURES: tuple[Metric, ...] = (
     Metric("top1_agreement", "fraction", f"share of positions where the engine's most likely next token is the "
@@ -134,6 +136,27 @@ def prompts(vocab_size: int) -> list[list[int]]:
     rng = random.Random(PROMPT_SEED)
     low = min(3, vocab_size - 1)
     return [[rng.randrange(low, vocab_size) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
+
+
+def text_prompts(model_cfg: dict[str, Any]) -> list[list[int]] | None:
+    """A checkpoint's prompts: the first PROMPTS windows of PROMPT_TOKENS tokens of a text every Python ships
+    (pydoc_data's reference topics, in a fixed order), through the checkpoint's own tokenizer; None for a
+    random-weight model or a checkpoint without a tokenizer (the seeded ids serve then)."""
+    if model_cfg.get("init") != "pretrained":
+        return None
+    try:
+        from pydoc_data.topics import topics
+
+        import transformers
+
+        tok = transformers.AutoTokenizer.from_pretrained(model_cfg["path"], local_files_only=True)
+    except (ImportError, OSError, ValueError):
+        return None
+    text = "\n\n".join(topics[k] for k in sorted(topics))[:20000]
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    if len(ids) < PROMPTS * PROMPT_TOKENS:
+        return None
+    return [ids[i * PROMPT_TOKENS:(i + 1) * PROMPT_TOKENS] for i in range(PROMPTS)]
 
 
 def top_k(logprobs, k: int = TOP_K) -> dict[int, float]:
@@ -246,7 +269,7 @@ def build_reference(model_cfg: dict[str, Any], seed: int, path: Path, dtype: str
     from jobs.models import build_causal_lm
 
     model = build_causal_lm(model_cfg, getattr(torch, dtype), "cpu", seed)
-    scored = score_hf(model, prompts(model.config.vocab_size), "cpu")
+    scored = score_hf(model, text_prompts(model_cfg) or prompts(model.config.vocab_size), "cpu")
     files.write_text(path, json.dumps({"reference": REFERENCE, "model": model_cfg.get("name"), "seed": seed,
                                        "scored": [s.to_json() for s in scored]}))
 

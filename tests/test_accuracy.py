@@ -221,3 +221,22 @@ def test_the_bounds_widen_to_the_precisions_own_error_and_still_fail_a_broken_en
     assert accuracy.verdict({"top1_agreement": 0.8, "max_abs_dlogprob": 0.3, "greedy_close": 1.0}, "bf16", deep)[0]
     broken = {"top1_agreement": 0.0, "max_abs_dlogprob": 1.5, "greedy_close": 0.0}
     assert accuracy.verdict(broken, "bf16", deep)[0] is False
+
+
+def test_a_checkpoints_prompts_are_a_shipped_text_through_its_tokenizer(tmp_path):
+    from pydoc_data.topics import topics
+
+    import transformers
+
+    from jobs.workloads.quantize import corpus
+
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=2)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(tmp_path / "bare")
+    assert accuracy.text_prompts({"init": "pretrained", "path": str(tmp_path / "bare")}) is None   # no tokenizer
+    assert accuracy.text_prompts({"init": "random"}) is None
+    corpus.byte_tokenizer().save_pretrained(tmp_path / "bare")
+    got = accuracy.text_prompts({"init": "pretrained", "path": str(tmp_path / "bare")})
+    text = corpus.byte_ids("\n\n".join(topics[k] for k in sorted(topics)))
+    n = accuracy.PROMPT_TOKENS
+    assert got == [text[i * n:(i + 1) * n] for i in range(accuracy.PROMPTS)]
