@@ -312,7 +312,8 @@ def table_columns(table: pd.DataFrame) -> list[tuple[str, str, str | None, str]]
             out += [c for c in spread if c[0].startswith(f"{m.name}_")]
     # the accuracy gate's figures (jobs.accuracy) beside the speed they vouch for
     out += [(c, h, u, "num") for c, h, u in ((f"{GATE}top1_agreement", "top-1 agreement with the reference", "fraction"),
-                                             (f"{GATE}max_abs_dlogprob", "max |Δ logprob| vs the reference", "nats"))
+                                             (f"{GATE}max_abs_dlogprob", "max |Δ logprob| vs the reference", "nats"),
+                                             (f"{GATE}perplexity_ratio", "quality kept (perplexity ratio)", "fraction"))
             if c in table and table[c].notna().any()]
     return out + [c for c in spread if c[0] in ("stable", OTHER)]
 
