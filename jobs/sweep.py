@@ -93,7 +93,8 @@ def _plan(configs: list[tuple[list[str], dict[str, Any]]]) -> _Sweep:
     written or measured."""
     points = plan.plan(configs)   # checks every value's type first
     first = configs[0][1]
-    for key in ("sweep", "cluster", "dry_run", "force", "reference", "report"):
+    # keys no point id holds: points that differ only in them would be one point, measured under the first's
+    for key in ("sweep", "cluster", "dry_run", "force", "reference", "report", "accuracy", "isolation"):
         values = {repr(c.get(key)) for _, c in configs}
         if len(values) > 1:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])

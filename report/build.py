@@ -32,6 +32,7 @@ from analysis.compare import TOLERANCE, compare
 from analysis.hardware import check_baseline
 from analysis.history import History, history as make_history
 from jobs import files, progress
+from report.ownership import STAMP, not_a_site   # the build may replace the files of a site that has STAMP
 from report.charts import fmt_num
 from report import overrides
 from report.pages import Page, discover, template_dirs
@@ -45,9 +46,6 @@ TEMPLATES = Path(__file__).with_name("templates")
 STATIC = Path(__file__).with_name("static")
 REQUIRED = ("point_id", "sweep", "status")
 VEGA_CACHE = Path("~/.cache/accelsweep")
-# written first into the directory of every site built: the build may replace the files of a directory that has it
-STAMP = ".accelsweep-site"
-_TITLE = " · accelsweep report</title>"   # base.html's: a site built before the stamp existed has it in index.html
 
 
 # --------------------------------------------------------------------------- inputs
@@ -274,26 +272,6 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
                 write_figures(charts, Path(figures), page.slug)
             files.write_text(out / page.filename, html)
     return out / "index.html"
-
-
-def not_a_site(out: Path, names: list[str]) -> list[str]:
-    """The files among `names` (the site's, relative to `out`) that `out` already holds, unless it is a site
-    report.build wrote: it has the STAMP, or (built before the stamp) an index.html with the report's title."""
-    if (out / STAMP).is_file():
-        return []
-    try:
-        with open(out / "index.html", encoding="utf-8", errors="replace") as fh:
-            if _TITLE in fh.read(4096):
-                return []
-    except OSError:   # none (or not a file: files.own_directories says so)
-        pass
-
-    def replaced(name: str) -> bool:   # not what lies below a link: the link is replaced (files.own_directories)
-        path = out / name
-        return (os.path.lexists(path) and not path.is_dir()
-                and not any((out / p).is_symlink() for p in Path(name).parents if p != Path(".")))
-
-    return [n for n in names if replaced(n)]
 
 
 PNG_SCALE = 2   # pixels per chart unit: sharp enough to print

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from jobs import files, progress
+from report.ownership import not_a_site
 
 
 def publish(site: Path | str, target: Path | str) -> Path:
@@ -28,6 +29,10 @@ def publish(site: Path | str, target: Path | str) -> Path:
     found = [path.relative_to(src) for path in site_files(src)]
     if why := broken_link(site, found):
         raise ValueError(why)
+    if theirs := not_a_site(dst, [str(rel) for rel in found]):
+        raise files.InTheWay(f"the target {target} holds {', '.join(theirs[:3])}{' ...' if len(theirs) > 3 else ''}, "
+                             "which publishing would replace, but no accelsweep site wrote it: they may be files of "
+                             "your own; publish into a new directory, or remove them")
     files.own_directories(dst, found, "the target")
     for rel in found:
         files.copy_file(src / rel, dst / rel, follow_dir=False)

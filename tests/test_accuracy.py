@@ -240,3 +240,11 @@ def test_a_checkpoints_prompts_are_a_shipped_text_through_its_tokenizer(tmp_path
     text = corpus.byte_ids("\n\n".join(topics[k] for k in sorted(topics)))
     n = accuracy.PROMPT_TOKENS
     assert got == [text[i * n:(i + 1) * n] for i in range(accuracy.PROMPTS)]
+
+
+def test_a_sweep_over_accuracy_settings_is_refused_they_name_no_point(tmp_path):
+    """accuracy.* is in no point id: a grid over it would be one point, judged by the first value."""
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", "hardware=cpu", "model=tiny-llama",
+                           "accuracy.quality_target=0.999,0.99", "dry_run=true"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2 and "accuracy must be the same for every point" in proc.stderr, proc.stderr

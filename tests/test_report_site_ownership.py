@@ -37,6 +37,24 @@ def test_report_build_never_replaces_a_page_of_the_users_own(tmp_path, sweep_dir
     assert (site / build.STAMP).is_file()
 
 
+def test_publishing_never_replaces_a_page_of_the_users_own(tmp_path, sweep_dir, capsys):  # noqa: F811
+    """report.publish SITE TARGET where TARGET holds the user's own index.html: exit 2 naming it, nothing changed;
+    a target it published to before (the site's stamp came with it) is published to again."""
+    from report import publish
+
+    site = tmp_path / "site"
+    assert _cli(capsys, build.main, str(sweep_dir), "--out", str(site))[0] == 0
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text("<h1>mine</h1>")
+    rc, err = _cli(capsys, publish.main, str(site), str(www))
+    assert rc == 2 and "the target" in err and "holds index.html, which publishing would replace" in err, err
+    assert (www / "index.html").read_text() == "<h1>mine</h1>" and len(list(www.iterdir())) == 1
+    again = tmp_path / "again"
+    assert _cli(capsys, publish.main, str(site), str(again))[0] == 0
+    assert _cli(capsys, publish.main, str(site), str(again))[0] == 0
+
+
 def test_the_sweeps_report_stage_never_replaces_a_page_of_the_users_own(sweep_dir, capsys):  # noqa: F811
     """runs/x/site/index.html of the user's own: the report stage says so (files.InTheWay, exit 1 in the sweep),
     and the page is kept."""

@@ -68,6 +68,7 @@ def test_a_search_whose_client_was_saturated_where_it_missed_the_slos_gives_a_lo
     (["cards=65"], "one server on one node"),
     (["workload.shape=128x4000"], "max_position_embeddings=4096"),
     (["workload.endpoint=localhost:8000"], "must be a URL"),
+    (["workload.downstream.tasks=[gsm]"], "sends text: the server needs the model's tokenizer"),
 ])
 def test_plan_time_checks_name_the_value(make_cfg, overrides, words):
     cfg = make_cfg(SERVING, *overrides)

@@ -110,6 +110,9 @@ def check(cfg: dict[str, Any]) -> list[str]:
             if text and cfg["model"]["init"] != "pretrained" and not hosted:
                 problems.append(f"workload.dataset={wl['dataset']} has text prompts: the server needs the model's "
                                 "tokenizer (model.init=pretrained model.path=DIR), or give prompt_token_ids")
+    if wl["downstream"]["tasks"] and cfg["model"]["init"] != "pretrained" and not hosted:
+        problems.append(f"workload.downstream.tasks={list(wl['downstream']['tasks'])} sends text: the server needs "
+                        "the model's tokenizer (model.init=pretrained model.path=DIR); a random-weight model has none")
     if hosted:
         return problems + _endpoint_problems(cfg, lines)
     launch = engines.SERVED[engine].serve
