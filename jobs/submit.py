@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs import records, schedulers, status, sweepdir
+from jobs import accuracy, records, schedulers, status, sweepdir
 from jobs.manifest import Manifest
 from jobs.plan import Point
 from jobs.schedulers.base import ACTIVE, Limits
@@ -24,8 +24,16 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool,
             busy.append(p)
             continue
         rec = None if force else records.read_point(records.record_path(sweep_dir / "points", p.point_id))[0]
-        (measured if rec and rec["status"] == "ok" else todo).append(p)
+        (measured if _settled(rec, p) else todo).append(p)
     return todo, measured, busy
+
+
+def _settled(rec: dict | None, p: Point) -> bool:
+    """An ok record, unless its accuracy gate failed under accuracy.gate=warn and this sweep enforces the gate: then
+    the point is measured again (and, failing again, recorded inaccurate)."""
+    if not rec or rec["status"] != "ok":
+        return False
+    return not ((rec.get("accuracy") or {}).get("passed") is False and accuracy.setting(p.cfg or {}) == "enforce")
 
 
 def _writable(directory: Path) -> bool:

@@ -5,6 +5,7 @@ these tests check that they agree where a record lies behind a link, breaks what
 no point of the manifest."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -364,3 +365,17 @@ def test_record_that_is_a_fifo_is_invalid_not_a_hang(tmp_path, capsys, _alarm):
     assert not aggregate_cache.exists()
     got = status._records(sweep_dir, {"aaaaaaaaaaaa": {}, "bbbbbbbbbbbb": {}})
     assert got["bbbbbbbbbbbb"][0] == "invalid" and "not a regular file (a FIFO)" in got["bbbbbbbbbbbb"][2]
+
+
+def test_an_ok_point_that_failed_its_gate_under_warn_is_measured_again_under_enforce(tmp_path):
+    """accuracy.gate=warn keeps a point whose engine failed the gate `ok` (passed: false); a later sweep that
+    enforces the gate measures it again rather than ranking it."""
+    sweep_dir = tmp_path / "s"
+    for pid, passed in zip(IDS[:2], (False, True)):
+        rec = _measured(pid)
+        rec["accuracy"] = {"gate": "warn", "reference": "r", "passed": passed}
+        records.write_point_record(records.record_path(sweep_dir / "points", pid), rec)
+    todo, measured, _ = split_measured(_points(IDS[:2]), sweep_dir, force=False)   # cfg {}: the default, enforce
+    assert [p.point_id for p in todo] == [IDS[0]] and [p.point_id for p in measured] == [IDS[1]]
+    warned = [dataclasses.replace(p, cfg={"accuracy": {"gate": "warn"}}) for p in _points(IDS[:2])]
+    assert split_measured(warned, sweep_dir, force=False)[0] == []
