@@ -201,7 +201,8 @@ def _same(value: Any, default: Any) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=progress.prog("jobs.catalogue"), description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog=progress.prog("jobs.catalogue"), description=__doc__.splitlines()[0],
+                                 allow_abbrev=False)   # --write-docs writes files: never by a prefix
     ap.add_argument("--metrics-markdown", action="store_true", help="print the metric tables")
     ap.add_argument("--keys-markdown", action="store_true", help="print the workloads' key tables")
     ap.add_argument("--write-docs", action="store_true",
