@@ -66,6 +66,7 @@ def _row(q: pd.Series, twin: pd.Series, throughput: str) -> dict:
         lo, hi = ratio_interval(q[samples], twin[samples])
     quality = float(q[QUALITY]) if pd.notna(q[QUALITY]) else np.nan
     return {"workload": q["workload"], "precision": q["precision"], "versus": twin["precision"],
-            "point_id": q.get("point_id"), "status": q["status"], "speedup": speedup, "speedup_lo": lo, "speedup_hi": hi, "quality": quality,
+            "point_id": q.get("point_id"), "status": q["status"], "speedup": speedup, "speedup_lo": lo,
+            "speedup_hi": hi, "quality": quality,
             "accuracy_loss_pct": 100 * (1 - quality), "passed": q.get("accuracy_passed"),
             **{f"meets_{t:g}": bool(quality >= t) if pd.notna(quality) else None for t in QUALITY_TARGETS}}

@@ -78,7 +78,8 @@ TOLERANCES: dict[str, Tolerance] = {t.precision: t for t in (
               "wrong model out (llama.cpp Q8_0: 95 %)", quality=True),
     Tolerance("int4", 0.35, 1.00, 0.50,
               "4-bit integer weights with group scales, MLPerf's quality rule; the top-1 floor keeps a wrong model "
-              "out (llama.cpp Q4_0: 57 %; near-ties of a flat distribution flip, a wrong model agrees on almost none)", quality=True),
+              "out (llama.cpp Q4_0: 57 %; near-ties of a flat distribution flip, a wrong model agrees on almost "
+              "none)", quality=True),
 )}
 
 # MLPerf Inference's accuracy targets: a quantized submission keeps 99 % (or, in its high-accuracy category,
@@ -367,16 +368,17 @@ def verdict(figures: dict[str, float], precision: str, baseline: dict[str, float
     bound = bounds(precision, baseline, quality_target)
     if bound is None:
         return None, f"no tolerance is declared for precision {precision} (jobs/accuracy.py TOLERANCES)"
-    misses = [f"{name}={figures[name]:.4g} {'>' if name in LOWER_IS_BETTER else '<'} {limit:.4g}"
-              for name, limit in bound.items()
-              if (figures[name] > limit if name in LOWER_IS_BETTER else figures[name] < limit)]
-    rule = f" (MLPerf's {quality_target:.1%} of the reference's quality)" if "perplexity_ratio" in bound else ""
+    lower = {m.name for m in GATE_FIGURES if m.better == LOWER}
+    misses = [f"{name}={figures[name]:.4g} {'>' if name in lower else '<'} {limit:.4g}"
+              for name, limit in bound.items() if (figures[name] > limit if name in lower else figures[name] < limit)]
+    rule = f" ({_mlperf(quality_target)})" if "perplexity_ratio" in bound else ""
     if misses:
         return False, f"{', '.join(misses)} (the {precision} bounds{rule}, against {REFERENCE})"
     return True, f"within the {precision} bounds{rule}"
 
 
-LOWER_IS_BETTER = ("max_abs_dlogprob",)
+def _mlperf(target: float) -> str:
+    return f"MLPerf's {target:.1%} of the reference's quality"
 
 
 def gate(cfg: dict[str, Any], score: Callable[[list[list[int]]], list[Scored]] | None) -> dict[str, Any]:
@@ -416,8 +418,7 @@ def quality_block(cfg: dict[str, Any], ratio: float, reference: str) -> dict[str
         return block
     passed = ratio >= target
     return {**block, "perplexity_ratio": ratio, "bound_perplexity_ratio": target, "passed": passed,
-            "note": f"perplexity_ratio={ratio:.4g} {'>=' if passed else '<'} {target:.4g} (MLPerf's {target:.1%} "
-                    f"of the reference's quality)"}
+            "note": f"perplexity_ratio={ratio:.4g} {'>=' if passed else '<'} {target:.4g} ({_mlperf(target)})"}
 
 
 GATE_NAMES = ("top1_agreement", "max_abs_dlogprob", "greedy_close", "perplexity_ratio")

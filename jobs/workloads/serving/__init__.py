@@ -420,7 +420,7 @@ def _task_accuracy(point: _Point, result: Result) -> Result:
     if not ds["tasks"] or result.status not in ("ok", "inaccurate"):
         return result
     model = point.cfg["model"]
-    tokenizer = model["path"] if model["init"] == "pretrained" else None   # a random model has none: text tasks only
+    tokenizer = model["path"] if model["init"] == "pretrained" else None   # an endpoint's: text tasks only
     t0 = time.perf_counter()
     try:
         scores = taskeval.served_accuracy(point.server.base_url, point.name, ds, tokenizer, point.timeout)
