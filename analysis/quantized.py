@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.derived import PER_CARD_KEYS, basis, has_samples, param_keys, ratio_interval, workload_sets
+from analysis.derived import PER_CARD_KEYS, has_samples, param_keys, ratio_interval, workload_sets
 from jobs.accuracy import QUALITY_TARGETS, TOLERANCES
 
 QUANTIZED = tuple(p for p, t in TOLERANCES.items() if t.quality)
@@ -58,11 +58,11 @@ def _identity(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 def _row(q: pd.Series, twin: pd.Series, throughput: str) -> dict:
-    speed = basis(pd.DataFrame([q, twin]))
-    speedup = float(speed.iloc[0] / speed.iloc[1]) if speed.iloc[1] else np.nan
+    num, den = pd.to_numeric(pd.Series([q.get(throughput), twin.get(throughput)]), errors="coerce")
+    speedup = float(num / den) if den else np.nan
     lo = hi = np.nan
     samples = f"{throughput}_samples"
-    if samples in q and has_samples([q[samples], twin[samples]]):
+    if samples in q and has_samples(q[samples]) and has_samples(twin[samples]):
         lo, hi = ratio_interval(q[samples], twin[samples])
     quality = float(q[QUALITY]) if pd.notna(q[QUALITY]) else np.nan
     return {"workload": q["workload"], "precision": q["precision"], "versus": twin["precision"],

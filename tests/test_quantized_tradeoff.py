@@ -57,3 +57,10 @@ def test_the_tradeoff_chart_says_what_it_draws_and_why_it_is_empty():
     floats_only = _table()[lambda t: ~t["precision"].isin(["int8", "int4"])]
     empty = tradeoff_chart(floats_only)
     assert empty.spec is None and "sweep precision=fp32,int8,int4" in empty.summary
+
+
+def test_a_twin_without_repeats_gives_a_speedup_without_an_interval():
+    table = _table()
+    table.loc[table["precision"].eq("fp32"), "throughput_out_tok_s_samples"] = None
+    got = tradeoffs(table).set_index(["precision", "batch_size"])
+    assert got.loc[("int8", 1), "speedup"] == pytest.approx(2.0) and np.isnan(got.loc[("int8", 1), "speedup_lo"])
