@@ -179,8 +179,12 @@ def _redact_shapes(text: str) -> str:
 
 
 def _redact_assigned(text: str) -> str:
-    return _ASSIGNED.sub(lambda m: f"{m[1]}<redacted>" if secret_key(m[2]) and _literal(m[3])
-                         and "<redacted>" not in m[3] else m[0], text)
+    def one(m: re.Match) -> str:
+        if secret_key(m[2]) and _literal(m[3]) and "<redacted>" not in m[3]:
+            return f"{m[1]}<redacted>"
+        return m[1] + _redact_assigned(m[3]) if "=" in m[3] else m[0]   # --env=HF_TOKEN=...
+
+    return _ASSIGNED.sub(one, text)
 
 
 def _literal(secret: Any) -> bool:
@@ -193,7 +197,8 @@ def _literal(secret: Any) -> bool:
 # A key is a secret by its last words (snake_case, kebab-case or camelCase): hf_token, api_key, db_password,
 # secretAccessKey; a token only with its owner's word before it, since a tokenizer's keys end in token too
 # (pad_token, eos_token) and others count tokens (max_tokens, token_budget).
-SECRET_WORDS = {"secret", "secrets", "password", "passwd", "passphrase", "credential", "credentials", "apikey"}
+SECRET_WORDS = {"secret", "secrets", "password", "passwd", "passphrase", "pass", "pwd", "credential", "credentials",
+                "creds", "apikey"}
 SECRET_PAIRS = {("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")}
 TOKEN_OWNERS = {"hf", "hub", "huggingface", "api", "access", "auth", "bearer", "github", "gh", "gitlab", "slack",
                 "openai", "wandb", "ngc", "refresh", "session", "personal", "private", "secret", "bot"}
@@ -207,7 +212,8 @@ def secret_key(path: str) -> bool:
         return False
     if words[-1] == "token":
         return len(words) == 1 or words[-2] in TOKEN_OWNERS
-    return words[-1] in SECRET_WORDS or tuple(words[-2:]) in SECRET_PAIRS
+    # PGPASSWORD, MYSQL_PWD: a password run together with its owner is one word
+    return words[-1] in SECRET_WORDS or words[-1].endswith("password") or tuple(words[-2:]) in SECRET_PAIRS
 
 
 def secret_in(value: Any, path: str) -> tuple[str, str] | None:
@@ -275,7 +281,7 @@ DEVICES = ("cuda", "rocm", "hpu", "cpu", "endpoint")
 SLURM = {"cluster": Str(null=True), "partition": Str(null=True),
          "gpu_request": Str(choices=("none", "gres", "gpus_per_node")), "gres_name": Str(null=True),
          "cpus_per_card": Int(min=1, null=True), "mem_per_card_gb": Int(min=1, null=True), "setup": Strs(null=True),
-         "container": Str(null=True)}
+         "container": ANY}   # a command prefix or a runtime's mapping: jobs.containers.problems checks it
 
 SCHEMA: dict[str, Any] = {
     "cards": Int(min=1),

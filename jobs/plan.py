@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import conf, config_schema, cost, noise, workloads
+from jobs import conf, config_schema, containers, cost, noise, workloads
 from jobs.energy import CHOICES as ENERGY_CHOICES
 from jobs.workloads import Ranks
 
@@ -76,7 +76,7 @@ class Resources:
     account: str | None
     qos: str | None
     setup: tuple[str, ...] = ()
-    container: str | None = None
+    container: str | containers.Container | None = None   # jobs.containers: a command prefix or a runtime's template
 
     def key(self) -> str:
         return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:8]
@@ -386,7 +386,8 @@ def check_point(cfg: dict[str, Any], here: bool = True) -> list[str]:
     if per_rank is not None and (not isinstance(per_rank, int) or isinstance(per_rank, bool) or per_rank < 1):
         problems.append(f"{threads['cpu_threads_source']}={per_rank!r} must be a whole number of threads >= 1")
     elif here and cluster["kind"] == "local":
-        problems += _check_local(device, cards, hw["name"], threads, ranks=max(1, cards // _cards_per_rank(cfg)))
+        problems += _check_local(device, cards, hw["name"], threads, ranks=max(1, cards // _cards_per_rank(cfg)),
+                                 hw_device=hw["device"])
     model = cfg["model"]
     if model["init"] not in ("random", "pretrained"):
         problems.append(f"model.init={model['init']!r} must be random or pretrained")
@@ -451,9 +452,10 @@ def dist_timeout_s(cfg: dict[str, Any]) -> int:
 
 
 def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
-                 ranks: int | None = None) -> list[str]:
+                 ranks: int | None = None, hw_device: str | None = None) -> list[str]:
     """cluster=local runs points on this machine: it must have the devices, and on the CPU the cores. `ranks`:
-    the point's processes (one per card, or one for all cards of a tensor-parallel engine)."""
+    the point's processes (one per card, or one for all cards of a tensor-parallel engine); `hw_device`: the
+    hardware file's device (another `device` is device_override's)."""
     per_rank, source = threads["cpu_threads_per_rank"], threads["cpu_threads_source"]
     ranks = cards if ranks is None else ranks
     if device == "endpoint":   # only the load client runs here
@@ -476,9 +478,11 @@ def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
 
     have = local_device_count(device)
     if have < cards:
-        return [(f"hardware={hw_name} needs {cards} {device} device(s) but this machine has {have} "
-                 "(cluster=local runs points on this machine); run on a machine that has them, or set "
-                 "device_override=cpu to exercise the pipeline on the CPU")]
+        who = f"device_override={device}" if device != (hw_device or device) else f"hardware={hw_name}"
+        instead = "drop device_override" if hw_device == "cpu" else "set device_override=cpu"
+        return [(f"{who} needs {cards} {device} device(s) but this machine has {have} "
+                 f"(cluster=local runs points on this machine); run on a machine that has them, or {instead} "
+                 "to exercise the pipeline on the CPU")]
     return []
 
 
@@ -486,7 +490,8 @@ def _check_local(device: str, cards: int, hw_name: str, threads: dict[str, Any],
 PER_HARDWARE = {
     "partition": "Slurm partition", "gres": "gres name[:type], e.g. gpu:h100 or hpu",
     "gpu_request": "gres | gpus_per_node | none", "cpus_per_card": "CPUs per card", "mem_per_card_gb": "GB per card",
-    "time_limit": "[D-]HH:MM:SS", "setup": "shell lines", "container": "command prefix",
+    "time_limit": "[D-]HH:MM:SS", "setup": "shell lines",
+    "container": "command prefix or {runtime, image, python, binds, options}",
 }
 GPU_REQUESTS = ("gres", "gpus_per_node", "none")
 _GRES = re.compile(r"^[A-Za-z][\w.-]*(?::[A-Za-z][\w.-]*)?$")   # name[:type]; the count is the cards per node
@@ -535,7 +540,14 @@ def _check_entry(name: str, entry: Any) -> list[str]:
     setup = get("setup")
     if setup is not None and not (isinstance(setup, list) and all(isinstance(x, str) for x in setup)):
         problems.append(f"{where}.setup must be a list of shell lines, got {setup!r}")
-    return problems
+    return problems + container_problems(get("container"), f"{where}.container")
+
+
+def container_problems(value: Any, where: str) -> list[str]:
+    """containers.problems, and a secret in the setting (an option's --env=HF_TOKEN=...): the job script and the
+    plan show it."""
+    found = config_schema.secret_in(value, where)
+    return containers.problems(value, where) + ([f"{found[0]}; {found[1]}"] if found else [])
 
 
 def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -558,6 +570,16 @@ def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
     return sl
 
 
+def _container_origin(cfg: dict[str, Any]) -> str:
+    """The setting the point's container comes from (site_slurm's order: per hardware, cluster, hardware file)."""
+    hw = cfg["hardware"]["name"]
+    if ((cfg["cluster"].get("per_hardware") or {}).get(hw) or {}).get("container") is not None:
+        return f"cluster.per_hardware.{hw}.container"
+    if (cfg["cluster"].get("slurm") or {}).get("container") is not None:
+        return "cluster.slurm.container"
+    return "hardware.slurm.container"
+
+
 def resources_for(cfg: dict[str, Any]) -> Resources:
     """What to ask the scheduler for (see site_slurm for which setting wins)."""
     hw, cluster = cfg["hardware"], cfg["cluster"]
@@ -570,6 +592,12 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     cpus, mem = sl.get("cpus_per_card"), sl.get("mem_per_card_gb")
     if cpus is None and hw["device"] == "cpu":  # a CPU card is cores_per_card cores: ask for them
         cpus = hw.get("cores_per_card")
+    container = None
+    if cluster["kind"] != "local":   # a local point runs in this process's environment: the setting is Slurm's
+        bad = container_problems(sl.get("container"), _container_origin(cfg))
+        if bad:
+            raise ValueError("; ".join(bad))
+        container = containers.parse(sl.get("container"), conf.device(cfg))
     return Resources(
         cluster=cluster["name"],
         partition=sl["partition"],
@@ -583,8 +611,8 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
         time_min=parse_duration(sl["time_limit"]),
         account=cluster.get("account"),
         qos=cluster.get("qos"),
-        setup=tuple(cluster.get("setup") or ()) + tuple(sl["setup"]),
-        container=sl.get("container"),
+        setup=tuple(cluster.get("setup") or ()) + tuple(sl["setup"]) + containers.setup(container),
+        container=container,
     )
 
 

@@ -15,14 +15,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jobs import cost, files, store
+from jobs import containers, cost, files, store
 from jobs.metrics import PER_POINT, summarise
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("record.schema.json")
 # inaccurate: measured, but the engine's answers failed the accuracy gate (jobs.accuracy): kept and shown, never
 # ranked or compared (everything that ranks or compares takes only ok points)
-STATUSES = ("ok", "failed", "oom", "timeout", "cancelled", "unsupported", "inaccurate")
+STATUSES = ("ok", "failed", "oom", "timeout", "cancelled", "unsupported", "inaccurate", "skipped")
+# Ended as asked: measured, or skipped by the sweep's own rule (a load level past saturation,
+# workload.stop_at_saturation). Neither is a failure.
+SETTLED = ("ok", "skipped")
 RECORD_NAME = "record.json"
 
 _ENV_PREFIXES = ("SLURM_", "SUBMITIT_", "CUDA_", "HIP_", "ROCR_", "HABANA_", "PT_HPU", "OMP_", "MKL_",
@@ -464,7 +467,7 @@ def provenance(*, start_time: str, device_name: str | None = None, device_runtim
         "device_runtime": device_runtime,
         "packages": dict(package_versions(packages)),
         "git_commit": git_commit(),
-        "container": os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"),
+        **containers.provenance(),
         "start_time": start_time,
         "finish_time": now(),
         "env": redacted_env(),

@@ -28,6 +28,7 @@ from typing import Any
 from jobs import files
 
 DIR = "store"                  # in the sweep directory
+RESULTS, RESULTS_CSV = "results.parquet", "results.csv.gz"   # the table of one row per point (analysis.aggregate)
 TABLE = "rows.parquet"         # the compacted rows (analysis.aggregate writes it)
 FRAGMENTS = "fragments"        # in DIR: the writers' fragments
 PREFIX, SUFFIX = "rows-", ".jsonl"   # a writer process's fragment
@@ -37,7 +38,7 @@ STAT_KEYS = ("_point", "_size", "_mtime_ns")   # which record file (point id) an
 IDENTITY = ("point_id", "sweep", "status")   # a row's own columns: no parameter or metric may have these names
 STATS = ("p10", "p90", "p99", "n")
 PROVENANCE = ("hostname", "slurm_job_id", "device_name", "device_runtime", "git_commit", "container",
-              "start_time", "finish_time")
+              "container_runtime", "container_digest", "start_time", "finish_time")
 
 
 def flatten(rec: dict[str, Any]) -> dict[str, Any]:

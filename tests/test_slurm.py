@@ -1,5 +1,6 @@
 """Slurm pieces that need no cluster: sacct/sinfo parsing, states from records + jobs, manifest, scripts."""
 import json
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -35,7 +36,7 @@ def test_sbatch_params_follow_the_request(make_cfg):
     assert (p["nodes"], p["ntasks_per_node"], p["gres"], p["partition"], p["account"]) == (2, 6, "gpu:6", "h100",
                                                                                            "accelsweep")
     assert p["mem"] == "6GB" and p["cpus_per_task"] == 1 and p["time"] == 10 and p["array_parallelism"] == 3
-    text = slurm.script(r, 5, "n", slurm.folder(__import__("pathlib").Path("/x")), make_cfg("cluster=localslurm")
+    text = slurm.script(r, 5, "n", __import__("pathlib").Path("/x"), make_cfg("cluster=localslurm")
                         ["cluster"])
     assert "#SBATCH --array=0-4%4" in text and "#SBATCH --gres=gpu:6" in text and "submitit.core._submit" in text
     # 2 nodes: not requeued on a lost node (NODE_FAIL), unless its points checkpoint; 1 node: Slurm's default
@@ -132,7 +133,7 @@ def test_gpus_per_node_request_and_container_prefix(make_cfg):
     r = plan.resources_for(cfg)
     p = slurm.sbatch_params(r, "n", array_parallelism=1)
     assert p["gpus_per_node"] == 4 and "gres" not in p
-    assert slurm.python_command(cfg["cluster"], r.container).startswith("apptainer exec --rocm img.sif ")
+    assert slurm.python_command(cfg["cluster"], r, Path("/x")).startswith("apptainer exec --rocm img.sif ")
 
 
 # ---- site limits, arrays, resume, interrupted submission, report job, status at scale -------------------------
@@ -367,6 +368,14 @@ def test_init_writes_a_cluster_file_hydra_loads(tmp_path, monkeypatch, make_cfg)
     assert (tmp_path / "defaults.yaml").read_text().startswith("cluster: site1")
     assert cluster.main(["init", "site1"]) == 2                          # exists: --force overwrites
     assert cluster.main(["init", "localslurm"]) == 2                     # would be shadowed by the shipped one
+
+
+def test_init_describes_this_machine_as_a_local_site(tmp_path, monkeypatch, make_cfg):
+    monkeypatch.setenv(conf.ENV_DIR, str(tmp_path))
+    monkeypatch.delenv(cluster.ENV_NAME, raising=False)
+    assert cluster.main(["init", "here", "--kind", "local"]) == 0
+    cfg = make_cfg("cluster=here")["cluster"]
+    assert cfg["name"] == "here" and cfg["kind"] == "local" and cfg["max_parallel"] == 1
 
 
 def test_dry_run_says_where_a_group_is_split(make_cfg, tmp_path, capsys):

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobs import files
+from jobs import containers, files
 from jobs.plan import Point, Resources, parse_duration, report_resources
 from jobs.schedulers import slurm_site
 from jobs.schedulers.base import ACTIVE, JobState, Limits, SchedulerError
@@ -295,9 +295,10 @@ def limits(account: str | None, configured: dict[str, Any] | None = None) -> Lim
 
 # ---- submission -------------------------------------------------------------------------------------------
 
-def python_command(cluster: dict[str, Any], container: str | None) -> str:
+def python_command(cluster: dict[str, Any], r: Resources, sweep_dir: Path) -> str:
+    """The python each task runs: the cluster's (or this one), or the image's under the container's runtime."""
     python = cluster.get("python") or shlex.quote(sys.executable)
-    return f"{container} {python}" if container else python
+    return containers.command(r.container, python, str(sweep_dir.resolve()))
 
 
 def signal_delay_s(time_min: int) -> int:
@@ -324,7 +325,8 @@ def short_limits(groups: dict[str, list[Point]]) -> list[str]:
     return out
 
 
-def sbatch_params(r: Resources, name: str, *, array_parallelism: int, requeue: bool = False) -> dict[str, Any]:
+def sbatch_params(r: Resources, name: str, *, array_parallelism: int, requeue: bool = False,
+                  sweep_dir: Path = Path(".")) -> dict[str, Any]:
     """submitit SlurmExecutor parameters for one resource group (also what dry runs print). `requeue`: its points
     checkpoint (jobs.point.PointJob), so Slurm may requeue the job; a job of several nodes that does not is not
     requeued when it loses a node (NODE_FAIL): its point has a failed record naming the node (jobs.point), and the
@@ -336,8 +338,11 @@ def sbatch_params(r: Resources, name: str, *, array_parallelism: int, requeue: b
         "signal_delay_s": signal_delay_s(r.time_min),
         "setup": list(r.setup), "stderr_to_stdout": False,
     }
+    srun = containers.srun_args(r.container, str(sweep_dir.resolve()))
     if r.nodes * r.tasks_per_node > 1:   # a rank that dies (at rendezvous, in a collective) ends the whole step
-        params["srun_args"] = ["--kill-on-bad-exit=1"]   # at once, freeing the allocation: no rank waits alone
+        srun.append("--kill-on-bad-exit=1")   # at once, freeing the allocation: no rank waits alone
+    if srun:
+        params["srun_args"] = srun
     for key, value in (("partition", r.partition), ("cpus_per_task", r.cpus_per_task),
                        ("account", r.account), ("qos", r.qos)):
         if value is not None:
@@ -354,14 +359,15 @@ def sbatch_params(r: Resources, name: str, *, array_parallelism: int, requeue: b
     return params
 
 
-def script(r: Resources, n_points: int, name: str, folder: Path, cluster: dict[str, Any]) -> str:
+def script(r: Resources, n_points: int, name: str, sweep_dir: Path, cluster: dict[str, Any]) -> str:
     """The sbatch script submitit would send for this group (without submitting)."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1))
-    command = f"{python_command(cluster, r.container)} -u -m submitit.core._submit {shlex.quote(str(folder))}"
-    return _make_sbatch_string(command=command, folder=folder, map_count=n_points if n_points > 1 else None,
-                               **params)
+    params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1), sweep_dir=sweep_dir)
+    command = (f"{python_command(cluster, r, sweep_dir)} -u -m submitit.core._submit "
+               f"{shlex.quote(str(folder(sweep_dir)))}")
+    return _make_sbatch_string(command=command, folder=folder(sweep_dir),
+                               map_count=n_points if n_points > 1 else None, **params)
 
 
 def folder(sweep_dir: Path) -> Path:
@@ -376,10 +382,10 @@ def submit_group(fn, args: list[tuple], r: Resources, name: str, sweep_dir: Path
 
     files.atomic_job_files()
     # A fresh executor per group: update_parameters cannot unset a parameter an earlier group set.
-    ex = submitit.SlurmExecutor(folder=folder(sweep_dir), python=python_command(cluster, r.container),
+    ex = submitit.SlurmExecutor(folder=folder(sweep_dir), python=python_command(cluster, r, sweep_dir),
                                 max_num_timeout=MAX_REQUEUES if hasattr(fn, "checkpoint") else 0)
     params = sbatch_params(r, name, array_parallelism=cluster.get("max_parallel", 1),
-                           requeue=hasattr(fn, "checkpoint"))
+                           requeue=hasattr(fn, "checkpoint"), sweep_dir=sweep_dir)
     if dependency:
         params["dependency"] = dependency
     ex.update_parameters(**params)
@@ -488,7 +494,7 @@ class Slurm(BatchScheduler):
         return any(m in str(exc) for m in UNREACHABLE + SUBMIT_LIMIT)
 
     def script(self, r: Resources, n_tasks: int, name: str, sweep_dir: Path, cluster: dict[str, Any]) -> str:
-        return script(r, n_tasks, name, folder(sweep_dir), cluster)
+        return script(r, n_tasks, name, sweep_dir, cluster)
 
     def poll(self, sweep_dir: Path, job_ids: list[str]) -> dict[str, JobState]:
         return states(job_ids)

@@ -27,7 +27,8 @@ CONFIG = ("hardware", "model", "precision", "cards")   # then the workload's lab
 # provenance columns analysis.aggregate flattens, shown per hardware
 VERSIONS = (("device_name", "device"), ("device_runtime", "runtime"), ("torch_version", "torch"),
             ("transformers_version", "transformers"), ("vllm_version", "vLLM"), ("accelsweep_version", "accelsweep"),
-            ("git_commit", "accelsweep commit"))
+            ("git_commit", "accelsweep commit"), ("container", "image"), ("container_digest", "image digest"),
+            ("container_runtime", "container runtime"))
 N_WORST = 10
 N_UNSTABLE = 5   # unstable points named in the headline; the rest counted
 def _cell(value: Any, kind: str) -> str:
