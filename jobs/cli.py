@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "catalogue": ("jobs.catalogue", "the models, hardware, precisions, workloads and presets a sweep can name"),
     "aggregate": ("analysis.aggregate", "one table of the records of one or more sweep directories"),
     "history": ("analysis.history", "the same points measured in several sweeps, over time, side by side"),
+    "rescore": ("jobs.workloads.serving.rescore", "serving points' goodput again under another SLO, from their requests"),
     "report": ("report.build", "the static HTML report (and --figures: SVG, PNG, CSV, LaTeX) of sweep directories"),
     "publish": ("report.publish", "copy a built report site to the directory it is served from"),
 }

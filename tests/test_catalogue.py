@@ -96,7 +96,7 @@ def test_the_workload_yaml_follows_a_changed_default_a_new_key_and_a_dropped_one
     options["vllm"] = {k: v for k, v in options["vllm"].items() if k != "max_num_seqs"}
     monkeypatch.setattr(workloads.get("serving"), "options", options)
     text = catalogue.workload_yaml("serving")
-    assert "\nlevel: 7 " in text and "requests in flight, or requests/s" in text   # its comment stays
+    assert "\nlevel: 7 " in text and "requests (conversations, with turns) in flight, or per second" in text   # its comment stays
     assert "\nfresh: null  # a new key\n" in text and "max_num_seqs" not in text
 
 

@@ -24,12 +24,23 @@ class FakeServer:
     how many it sent. `short`: send that many fewer tokens than asked; `fail_every`: every n-th request gets HTTP 500;
     `huge_every`: every n-th request streams one 10 MB line with no newline."""
 
-    def __init__(self, ttft=0.02, gap=0.005, short=0, fail_every=0, huge_every=0):
+    def __init__(self, ttft=0.02, gap=0.005, short=0, fail_every=0, huge_every=0, per_chunk=1, cached=None,
+                 serial=False, burst=False):
         self.ttft, self.gap, self.short, self.fail_every, self.huge_every = ttft, gap, short, fail_every, huge_every
+        self.per_chunk, self.cached = per_chunk, cached   # tokens per chunk (token ids 100 + i); cached prompt tokens
+        self.serial, self.lock = serial, None   # serial: one answer at a time, the others queue (a saturated server)
+        self.burst = burst   # every token's event written at once, after the answer's time (a server behind)
         self.in_flight = self.max_in_flight = self.seen = 0
         self.bodies = []
 
     async def completions(self, request):
+        if not self.serial:
+            return await self._answer(request)
+        self.lock = self.lock or asyncio.Lock()   # made in the server's own event loop
+        async with self.lock:
+            return await self._answer(request)
+
+    async def _answer(self, request):
         self.seen += 1
         body = await request.json()
         self.bodies.append(body)
@@ -45,12 +56,21 @@ class FakeServer:
                 return resp
             await asyncio.sleep(self.ttft)
             n = body["max_tokens"] - self.short
-            for i in range(n):
+            held = b""
+            for i in range(0, n, self.per_chunk):
                 if i:
                     await asyncio.sleep(self.gap)
-                chunk = {"choices": [{"index": 0, "text": f" t{i}"}]}
-                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            usage = {"choices": [], "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}}
+                ids = list(range(100 + i, 100 + min(i + self.per_chunk, n)))
+                chunk = {"choices": [{"index": 0, "text": f" t{i}", "token_ids": ids}]}
+                held += f"data: {json.dumps(chunk)}\n\n".encode()
+                if not self.burst:
+                    await resp.write(held)
+                    held = b""
+            await resp.write(held)
+            usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
+            if self.cached is not None:
+                usage["prompt_tokens_details"] = {"cached_tokens": self.cached(body["prompt"])}
+            usage = {"choices": [], "usage": usage}
             await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
             return resp
         finally:
@@ -168,11 +188,15 @@ def test_latency_stats_agree_with_the_reference_definitions():
 
 
 def test_every_summary_figure_is_declared():
-    out = metrics.summary([req(0.1, 0.2, 5)], 1.0, 1, metrics.Slo())
-    # from the search, the meter, the cluster file's price (jobs.cost, when the record is made), lm-eval's tasks
+    told = req(0.1, 0.2, 5)
+    told.cached_tokens = 4
+    out = metrics.summary([told], 1.0, 1, metrics.Slo())
+    # from the search, the meter, the cluster file's price (jobs.cost, when the record is made), lm-eval's tasks,
+    # the server's counters
     declared = set(metrics.METRICS.names) - {"slo_max_rate_req_s", "energy_j", "tok_per_j", "cost_per_mtok",
-                                             "downstream_acc"}
-    figures = set(out) - {"requests", "ok_requests", "failed_requests", "cut_short_requests"}
+                                             "downstream_acc", "prefix_cache_hit_rate", "spec_acceptance_rate",
+                                             "spec_mean_accepted_tokens"}
+    figures = set(out) - {"requests", "ok_requests", "failed_requests", "cut_short_requests", *metrics.STREAM}
     figures = {f for f in figures if not f.endswith(("_ci_lo", "_ci_hi"))}
     assert figures == declared
 

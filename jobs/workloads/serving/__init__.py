@@ -9,6 +9,7 @@ e.g. hardware=sn40l) gives its hosted API's URL, API and key variable itself.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,15 +18,24 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from jobs import accuracy, conf, config_schema, engines, inject, measure, noise, taskeval
+from jobs import accuracy, conf, config_schema, engines, files, inject, measure, noise, taskeval
 from jobs.workloads import Also, Ranks, Result
-from jobs.workloads.base import Package, drop, language_model_problem, length_identity, length_problems, lengths
+from jobs.workloads.base import (
+    Package,
+    drop,
+    language_model_problem,
+    length_identity,
+    length_problems,
+    lengths,
+    longest_request,
+)
 
 from . import dataset as datasets
 from . import load as loads
-from . import requests_file
+from . import requests_file, saturation, traffic
 from . import server as servers
-from .metrics import METRICS, SLO_PRESETS, Slo, summary
+from . import trace as traces
+from .metrics import METRICS, SLO_PRESETS, STREAM, Slo, summary
 from .options import OPTIONS
 from .search import highest_rate
 
@@ -64,15 +74,28 @@ def _endpoint_problems(cfg: dict[str, Any], lines: list | None) -> list[str]:
     if where.api not in loads.APIS:
         problems.append(f"hardware={cfg['hardware']['name']}'s endpoint.api={where.api!r}: allowed "
                         f"{', '.join(loads.APIS)}")
-    if where.api == "chat" and (wl["dataset"] is None or not all(isinstance(p, str) for p, _ in lines or [])):
-        problems.append(f"api=chat ({where.url}) sends each prompt as a message of text: give workload.dataset=FILE"
-                        ".jsonl whose lines are all text (\"prompt\" or ShareGPT \"conversations\"); random token ids"
-                        " have no text")
+    problems += _hosted_problems(cfg)
     if conf.device(cfg) == "endpoint" and "endpoint" not in engines.SERVED[wl["engine"]].serve.devices:
         hosted = [n for n, s in engines.SERVED.items() if "endpoint" in s.serve.devices]
         problems.append(f"hardware={cfg['hardware']['name']} is endpoint-only: workload.engine names the stack behind "
                         f"its API, not a server to launch: give workload.engine={cfg['hardware'].get('engine') or hosted[0]}"
                         f" (got {wl['engine']})")
+    return problems
+
+
+def _hosted_problems(cfg: dict[str, Any]) -> list[str]:
+    """Endpoint-only hardware: the key its API needs set in the sweep's environment (the jobs inherit it), and no
+    energy meter named (there is no local device to read)."""
+    if conf.device(cfg) != "endpoint":
+        return []
+    hw, problems = cfg["hardware"], []
+    var = (hw.get("endpoint") or {}).get("api_key_env")
+    if var and not os.environ.get(var):
+        problems.append(f"hardware={hw['name']}'s API needs a key in the environment variable {var}, which is not set: "
+                        f"export {var} before the sweep (its jobs inherit it)")
+    if cfg.get("energy") not in (None, "auto", "none"):
+        problems.append(f"energy={cfg['energy']} reads a local device, and hardware={hw['name']} is endpoint-only: "
+                        "nothing runs here to meter; give energy=auto or none")
     return problems
 
 
@@ -95,9 +118,15 @@ def check(cfg: dict[str, Any]) -> list[str]:
     problems += length_problems(wl, OPTIONS) + taskeval.problems(wl["downstream"])
     if wl["mode"] == "concurrency" and float(wl["level"]) != int(wl["level"]):
         problems.append(f"workload.level={wl['level']!r}: mode=concurrency needs a whole number of requests in flight")
+    conversations = -(-int(wl["requests"]) // int(wl["turns"]))
+    if wl["mode"] == "concurrency" and float(wl["level"]) > conversations:
+        what = f"{conversations} conversations of {wl['turns']} turns" if wl["turns"] > 1 else f"{conversations}"
+        problems.append(f"workload.level={wl['level']:g} in flight, but workload.requests={wl['requests']} makes "
+                        f"{what}: at most that many are ever in flight; give requests >= level x turns")
     if wl["search"] and wl["mode"] != "rate":
         problems.append(f"workload.search={wl['search']} probes request rates: it needs workload.mode=rate "
                         f"(got mode={wl['mode']})")
+    problems += _trace_problems(cfg)
     lines, hosted = None, target(cfg).url is not None
     if wl["dataset"] is not None:
         try:
@@ -110,6 +139,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
             if text and cfg["model"]["init"] != "pretrained" and not hosted:
                 problems.append(f"workload.dataset={wl['dataset']} has text prompts: the server needs the model's "
                                 "tokenizer (model.init=pretrained model.path=DIR), or give prompt_token_ids")
+    problems += _conversation_problems(wl, lines) + _chat_problems(cfg, lines)
     if wl["downstream"]["tasks"] and cfg["model"]["init"] != "pretrained" and not hosted:
         problems.append(f"workload.downstream.tasks={list(wl['downstream']['tasks'])} sends text: the server needs "
                         "the model's tokenizer (model.init=pretrained model.path=DIR); a random-weight model has none")
@@ -132,24 +162,100 @@ def check(cfg: dict[str, Any]) -> list[str]:
                         f"parallel ({', '.join(e for e, s in engines.SERVED.items() if s.serve.tp_flag)})")
     if precision not in launch.precisions:
         problems.append(f"precision={precision}: server engine {engine} serves {', '.join(launch.precisions)}")
+    problems += engines.model_type_problems(engine, cfg["model"]["config"].get("model_type"))
     max_pos = cfg["model"]["config"].get("max_position_embeddings")
-    if inp and out and max_pos and inp + out > max_pos:
-        problems.append(f"input+output={inp + out} tokens exceeds model {cfg['model']['name']}'s "
+    longest = longest_request(wl) if inp and out else None
+    if longest and max_pos and longest > max_pos:
+        problems.append(f"{_longest_words(wl, inp, out)} = {longest} tokens exceeds model {cfg['model']['name']}'s "
                         f"max_position_embeddings={max_pos}")
+    return problems
+
+
+def _longest_words(wl: dict[str, Any], inp: int, out: int) -> str:
+    if wl["turns"] == 1 and not wl["prefix_tokens"]:
+        return "input+output"
+    return (f"the last turn of a conversation (prefix_tokens={wl['prefix_tokens']} + turns={wl['turns']} x "
+            f"(input {inp} + output {out}))")
+
+
+def _trace_problems(cfg: dict[str, Any]) -> list[str]:
+    """mode=trace and workload.trace go together; the trace reads, and fits the model."""
+    wl = cfg["workload"]
+    if (wl["mode"] == "trace") != (wl["trace"] is not None):
+        return [(f"workload.mode=trace replays workload.trace, and only it reads one (got mode={wl['mode']}, "
+                 f"trace={wl['trace']})")]
+    if wl["mode"] != "trace":
+        return []
+    clash = [f"workload.{k}={wl[k]}" for k, off in (("dataset", None), ("turns", 1), ("prefix_tokens", 0),
+                                                      ("search", None)) if wl[k] != off]
+    if clash:
+        return [f"mode=trace sends the trace's own requests: {', '.join(clash)} cannot apply (leave them unset)"]
+    try:
+        entries = traces.read(traffic.trace_path(wl["trace"]), limit=int(wl["requests"]))
+    except OSError as exc:
+        shipped = ", ".join(traffic.SHIPPED_BLOCK_TOKENS)
+        return [f"workload.trace={wl['trace']}: {exc.strerror or exc} (a JSONL path, or a shipped trace: {shipped})"]
+    except ValueError as exc:
+        return [str(exc)]
+    n = len(entries)
+    short = [] if n == int(wl["requests"]) else [(
+        f"workload.requests={wl['requests']} but workload.trace={wl['trace']} holds {n} requests: give requests "
+        f"<= {n} (its first lines are replayed)")]
+    lines = traces.problems(entries, max_positions=cfg["model"]["config"].get("max_position_embeddings"),
+                            block_tokens=traffic.block_tokens(wl))
+    return short + (["; ".join(lines)] if lines else [])   # one problem of this point, its lines named in it
+
+
+def _chat_problems(cfg: dict[str, Any], lines: list | None) -> list[str]:
+    """api=chat sends messages of text, which a server renders with its model's chat template."""
+    wl, where = cfg["workload"], target(cfg)
+    if where.api != "chat":
+        return []
+    at = where.url or "the launched server"
+    if wl["mode"] == "trace":
+        why = (f"mode=trace sends the trace's blocks as token ids, which api=chat ({at}) cannot carry: replay a "
+               "trace on workload.api=completions")
+    elif wl["dataset"] is None or not all(isinstance(p, str) for p, _ in lines or []):
+        why = (f"api=chat ({at}) sends each prompt as a message of text: give workload.dataset=FILE.jsonl whose "
+               "lines are all text (\"prompt\" or ShareGPT \"conversations\"); random token ids have no text")
+    elif where.url is None and cfg["model"]["init"] != "pretrained":
+        why = ("api=chat on a launched server needs the model's tokenizer with a chat template "
+               "(model.init=pretrained model.path=DIR); a random-weight model has none")
+    else:
+        return []
+    return [why]
+
+
+def _conversation_problems(wl: dict[str, Any], lines: list | None) -> list[str]:
+    """A conversation's later turns send its answers back: as token ids only vLLM streams them; a shared prefix is
+    token ids, which a text prompt cannot start with."""
+    text = lines is not None and any(isinstance(p, str) for p, _ in lines)
+    problems = []
+    if wl["turns"] > 1 and not text and wl["engine"] != "vllm":
+        problems.append(f"workload.turns={wl['turns']} with token-id prompts sends each answer back as token ids, "
+                        f"which only vLLM streams (return_token_ids; engine={wl['engine']}): give a dataset of text "
+                        "prompts, or engine=vllm")
+    if wl["prefix_tokens"] and text:
+        problems.append(f"workload.prefix_tokens={wl['prefix_tokens']} is a prefix of random token ids, and "
+                        f"workload.dataset={wl['dataset']} has text prompts: give prompt_token_ids, or no prefix")
+    if wl["stop_at_saturation"] and (wl["mode"] == "trace" or wl["search"]):
+        problems.append("workload.stop_at_saturation skips the higher levels of a load sweep: it needs mode="
+                        f"concurrency or rate without a search (got mode={wl['mode']}, search={wl['search']})")
     return problems
 
 
 def params(cfg: dict[str, Any]) -> dict[str, Any]:
     wl = cfg["workload"]
     try:
-        inp, out = (None, None) if wl["dataset"] else lengths(wl)
+        inp, out = (None, None) if wl["dataset"] or wl["mode"] == "trace" else lengths(wl)
     except ValueError:
         inp = out = None
+    shape = "dataset" if wl["dataset"] else "trace" if wl["mode"] == "trace" else f"{inp}x{out}"
     limits = slo(wl)
     where = target(cfg)
     return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": where.url,
             "api": where.api if where.url else None,
-            "input_tokens": inp, "output_tokens": out, "shape": "dataset" if wl["dataset"] else f"{inp}x{out}",
+            "input_tokens": inp, "output_tokens": out, "shape": shape,
             "arrival": wl["arrival"], "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s,
             "search": wl["search"]}
 
@@ -164,7 +270,51 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
     if not (cfg["workload"].get("downstream") or {}).get("tasks"):
         out.pop("downstream", None)
+    out = {k: v for k, v in out.items() if not (k in engines.ENGINES and k != out.get("engine"))}
+    return _inputs_identity(_traffic_identity(out))
+
+
+def _inputs_identity(out: dict[str, Any]) -> dict[str, Any]:
+    """A dataset or trace is identified by its content, not its path: a file edited in place is another point, a
+    copy elsewhere the same one (a file that cannot be read keeps its path: the plan refuses it)."""
+    paths = {"dataset": out.get("dataset"), "trace": out.get("trace") and traffic.trace_path(out["trace"])}
+    for key, path in paths.items():
+        if path:
+            with contextlib.suppress(OSError):
+                out[key] = files.digest(path)
     return out
+
+
+# Traffic settings that apply only with another one, and what they are at rest: a point where one does not
+# apply, or rests at that value, is the point without it (adding these keys changed no earlier point's id).
+_ONLY_WITH = {"think_time_s": ("turns", 1), "prefixes": ("prefix_tokens", 0), "prefix_share": ("prefix_tokens", 0)}
+_AT_REST = {"turns": 1, "prefix_tokens": 0, "trace": None}
+_VLLM_AT_REST = {"enable_prefix_caching": None, "speculative": None}
+
+
+def _traffic_identity(out: dict[str, Any]) -> dict[str, Any]:
+    trace = out.get("mode") == "trace"
+    drop = {k for k, (needs, rest) in _ONLY_WITH.items() if out.get(needs, rest) == rest}
+    drop |= {k for k, rest in _AT_REST.items() if out.get(k, rest) == rest}
+    drop |= {"level", "arrival"} if trace else {"trace_speedup", "trace_block_tokens"}
+    out = {k: v for k, v in out.items() if k not in drop}
+    if trace:
+        out["trace_block_tokens"] = traffic.block_tokens(out)
+    if isinstance(out.get("vllm"), dict):
+        v = {k: x for k, x in out["vllm"].items() if _VLLM_AT_REST.get(k, object()) != x}
+        if v.get("speculative") is None:
+            v.pop("num_speculative_tokens", None)
+        out["vllm"] = v
+    return out
+
+
+def incomplete(record: dict[str, Any], point_dir: Path) -> str | None:
+    """An ok point whose requests file is gone: its figures stand, but no other SLO can be applied to it."""
+    name = (record.get("info") or {}).get("requests_file")
+    path, why = requests_file.located(point_dir, name) if name else (None, "")
+    if name and (path is None or not path.is_file()):
+        return why or f"its requests file {path} is gone"
+    return None
 
 
 def tasks(cfg: dict[str, Any]) -> Ranks:
@@ -288,10 +438,45 @@ class _Endpoint:
         return "(an external endpoint: no log here)"
 
 
+# This worker's load series so far (series key -> (level, output tokens/s, p50 TTFT) of each ok level): a point
+# of a series knows the levels below it that ran before it here.
+_SERIES: dict[str, dict[float, tuple[float, float]]] = {}
+
+
+def _series(cfg: dict[str, Any]) -> str:
+    """The point's load series: everything but its level (and the setting that only skips levels)."""
+    wl = {k: v for k, v in cfg["workload"].items() if k not in ("level", "stop_at_saturation")}
+    return json.dumps([_server_key(cfg), wl], sort_keys=True, default=str)
+
+
+def _past_saturation(cfg: dict[str, Any]) -> str | None:
+    """Why the point is skipped: a lower level of its series, run before it here, was saturated."""
+    level, seen = float(cfg["workload"]["level"]), _SERIES.get(_series(cfg), {})
+    lower = sorted((lv, *fig) for lv, fig in seen.items() if lv < level)
+    hit = [lv for (lv, *_), sat in zip(lower, saturation.saturated(lower)) if sat]
+    return (f"workload.stop_at_saturation: level {hit[0]:g} of this series was already saturated (its throughput "
+            f"stopped rising while its latency grew), so level {level:g} would measure the queue") if hit else None
+
+
+def _saturation(cfg: dict[str, Any], result: Result) -> Result:
+    """Keep the point's level in its series, and mark it `saturated` against the lower levels run before it."""
+    if result.status != "ok" or "output_tok_s" not in result.samples or "ttft_p50_s" not in result.samples:
+        return result
+    level = float(cfg["workload"]["level"])
+    seen = _SERIES.setdefault(_series(cfg), {})
+    seen[level] = (result.samples["output_tok_s"][0], result.samples["ttft_p50_s"][0])
+    upto = sorted((lv, *fig) for lv, fig in seen.items() if lv <= level)
+    if len(upto) > 1:
+        result.info["saturated"] = saturation.saturated(upto)[-1]
+    return result
+
+
 def run(cfg: dict[str, Any], ctx) -> Result:
     wl = cfg["workload"]
     if ctx.rank != 0:
         return Result(samples={})
+    if wl["stop_at_saturation"] and (why := _past_saturation(cfg)):
+        return Result(samples={}, status="skipped", error=why, error_type="PastSaturation")
     try:
         url = target(cfg).url
         server, start_s = (_Endpoint(url), None) if url else _server(cfg, ctx)
@@ -313,8 +498,10 @@ def run(cfg: dict[str, Any], ctx) -> Result:
                             f"log ({server.log}) ends:\n{server.tail()}")
     before = server.scrape()
     figures, also, gathered = point.search() if wl["search"] else point.load()
-    point.info.update(servers.counter_deltas(before, server.scrape(), _launch(cfg).counters))
-    return _task_accuracy(point, point.result(figures, also, gathered, checked))
+    deltas = servers.counter_deltas(before, server.scrape(), _launch(cfg).counters)
+    point.info.update(deltas)
+    result = point.result(figures | engine_rates(deltas), also, gathered, checked)
+    return _task_accuracy(point, _saturation(cfg, result) if not wl["search"] else result)
 
 
 class _Point:
@@ -329,34 +516,30 @@ class _Point:
         self.where = target(cfg)
         self.api_key = os.environ.get(self.where.key_env) if self.where.url else None
         self.cards = None if conf.device(cfg) == "endpoint" else int(cfg["cards"])   # a hosted API's are not known
-        self.lines = (datasets.read(self.wl["dataset"], default_output=lengths(self.wl)[1])
-                      if self.wl["dataset"] else None)
+        vocab = int((cfg["model"].get("config") or {}).get("vocab_size") or 0)
+        self.traffic = traffic.Traffic(self.wl, vocab, self.seed)
         self.info: dict[str, Any] = {}
 
-    def prompts(self, n: int, salt: int) -> tuple[list, list[int] | int]:
-        if self.lines is not None:
-            return datasets.sample(self.lines, n, seed=self.seed + salt)
-        inp, out = lengths(self.wl)
-        return loads.prompts(int(self.cfg["model"]["config"]["vocab_size"]), inp, n, seed=self.seed + salt), out
-
     def warm_up(self, n: int) -> None:
-        warm = loads.Load("concurrency", max(1, min(n, int(float(self.wl["level"])))), requests=n)
-        self.info["warmup_s"] = loads.run(self.server.base_url, self.name, *self.prompts(n, 1), warm, self.timeout,
-                                          self.api_key, client_processes=1, api=self.where.api).window_s
+        level = 1 if self.wl["mode"] == "trace" else int(float(self.wl["level"]))
+        warm = loads.Load("concurrency", max(1, min(n, level)), requests=n)
+        self.info["warmup_s"] = loads.run(self.server.base_url, self.name, *self.traffic.independent(n, 1), warm,
+                                          self.timeout, self.api_key, client_processes=1,
+                                          api=self.where.api).window_s
 
     def measured(self, load: loads.Load) -> tuple[dict[str, Any], list[loads.Request]]:
-        got = loads.run(self.server.base_url, self.name, *self.prompts(load.requests, 0), load, self.timeout,
+        got = loads.run(self.server.base_url, self.name, *self.traffic.prompts(load), load, self.timeout,
                         self.api_key, client_processes=self.wl["client_processes"], api=self.where.api)
-        figures = summary(got.requests, got.window_s, self.cards, self.limits)
-        return figures | {"window_s": got.window_s} | got.client, got.requests
+        steps = step_tokens(self.cfg)
+        figures = summary(got.requests, got.window_s, self.cards, self.limits, steps)
+        return figures | {"window_s": got.window_s, "stream_step_tokens": steps} | got.client, got.requests
 
     def search(self) -> tuple[dict[str, Any], list[Also], None]:
         """The highest request rate that meets the SLOs (search.highest_rate), each probe a point of its own."""
         wl = self.wl
 
         def probe(rate: float) -> tuple[bool, dict[str, Any]]:
-            figures, _ = self.measured(loads.Load("rate", rate, int(wl["requests"]), arrival=wl["arrival"],
-                                                  seed=self.seed))
+            figures, _ = self.measured(self.traffic.load("rate", rate))
             return met(figures, self.limits), figures
 
         answer, probes = highest_rate(probe, float(wl["level"]), float(wl["search_resolution"]),
@@ -375,8 +558,7 @@ class _Point:
 
     def load(self) -> tuple[dict[str, Any], list[Also], Any]:
         """The one measured load, with the server's gauges sampled and the energy meter read over its window."""
-        wl = self.wl
-        load = loads.Load(wl["mode"], float(wl["level"]), int(wl["requests"]), arrival=wl["arrival"], seed=self.seed)
+        load = self.traffic.load()
         sampler = servers.Sampler(self.server, _launch(self.cfg).gauges)
         session = measure.Session(self.ctx, noise.Settings(), memory=lambda: None)
         session.start()
@@ -452,12 +634,37 @@ def _gate(point: _Point) -> dict[str, Any] | None:
 
 def split(figures: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """A load's figures (summary(), its window, the client's health) as a record's samples (the declared metrics)
-    and info (the request counts, the window, the intervals of the p50 latencies, the client's figures)."""
+    and info (the request counts, the window, the stream's granularity, the intervals of the p50 latencies, the
+    client's figures; `per_token`, why there is no per-token figure when most requests came merged)."""
     samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
     info = {k: v for k, v in figures.items()
-            if k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s")
+            if k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s", "stream_step_tokens", *STREAM)
             or k.endswith(("_ci_lo", "_ci_hi")) or k.startswith("client_")}
+    if figures.get("per_token_measured") is False:
+        info["per_token"] = (f"not measured per token: {figures['merged_requests']} of {figures['ok_requests']} "
+                             f"requests' tokens came merged ({figures['tokens_per_arrival']:.1f} tokens per read of "
+                             "the stream: the server sent several steps' tokens at once), so TPOT, ITL, tokens/s per "
+                             "user and goodput are not given")
     return samples, info
+
+
+def step_tokens(cfg: dict[str, Any]) -> int:
+    """The most tokens one engine step may stream: 1, or 1 + the speculative tokens it proposes."""
+    opts = cfg["workload"].get(cfg["workload"]["engine"]) or {}
+    return 1 + int(opts.get("num_speculative_tokens") or 0) if opts.get("speculative") else 1
+
+
+def engine_rates(deltas: dict[str, float]) -> dict[str, float]:
+    """The server's prefix-cache hit rate and speculative decoding's acceptance over the load, from its counters'
+    growth (counter_deltas): where it has them and they moved."""
+    out, get = {}, deltas.get
+    if queries := get("server_prefix_cache_queries"):
+        out["prefix_cache_hit_rate"] = get("server_prefix_cache_hits", 0.0) / queries
+    if drafts := get("server_spec_drafts"):
+        out["spec_mean_accepted_tokens"] = 1 + get("server_spec_accepted_tokens", 0.0) / drafts
+        if proposed := get("server_spec_draft_tokens"):
+            out["spec_acceptance_rate"] = get("server_spec_accepted_tokens", 0.0) / proposed
+    return out
 
 
 def _probe_point(wl: dict[str, Any], probe) -> Also:

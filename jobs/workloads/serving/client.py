@@ -41,6 +41,11 @@ class Request:
     chunk_times: list[float] = field(default_factory=list)   # each content chunk's arrival, from the start
     chunk_tokens: list[int] = field(default_factory=list)    # tokens in each content chunk (1 where not told)
     output_tokens: int = 0       # the server's usage count, else the streamed token ids, else the content chunks
+    cached_tokens: int | None = None   # prompt tokens the server found in its prefix cache (usage, where it says)
+    sent: float | None = None    # time.monotonic() when it was written to the connection (after any client queueing)
+    session: int = 0             # the conversation it belongs to (its index in the load), and its turn there
+    turn: int = 0
+    answer: list[int] | str | None = None   # what it generated, kept only where a next turn sends it back
 
     @property
     def cut_short(self) -> bool:
@@ -53,17 +58,24 @@ class Request:
 
 @dataclass
 class Share:
-    """One process's part of a load: request i of the whole load is `indices[i]`; closed loop: `slots` requests in
-    flight; open loop: each request's due time (`due`, seconds from the shared start)."""
+    """One process's part of a load: request i of the whole load is `indices[i]`, sent in conversations
+    (`sessions`: each the requests of one, in turn order; one request each without turns). Closed loop: `slots`
+    conversations in flight; open loop: each conversation's due time (`due`, seconds from the shared start). A
+    payload is a request's bytes, or for a later turn its body (a dict): the conversation so far goes before it."""
 
     url: str
     headers: dict[str, str] | None
     timeout_s: float
-    payloads: list[bytes]
+    payloads: list[bytes | dict]
     requests: list[Request]
     indices: list[int]
     slots: int = 0
     due: list[float] | None = None
+    sessions: list[list[int]] | None = None
+    think_s: float = 0.0
+
+    def conversations(self) -> list[list[int]]:
+        return self.sessions if self.sessions is not None else [[i] for i in range(len(self.requests))]
 
 
 @dataclass
@@ -198,6 +210,7 @@ class _Target:
 
     async def stream(self, payload: bytes, req: Request) -> None:
         """Send one request (its clock started at req.start) and read its SSE stream to the end."""
+        req.sent = time.monotonic()
         try:
             conn = await asyncio.wait_for(self._send(payload, req), self.timeout_s)
             if conn.transport is not None:
@@ -254,11 +267,17 @@ class _Events:
         if usage := msg.get("usage"):
             req.output_tokens = int(usage.get("completion_tokens") or 0)
             req.prompt_tokens = int(usage.get("prompt_tokens") or req.prompt_tokens)
+            if (cached := (usage.get("prompt_tokens_details") or {}).get("cached_tokens")) is not None:
+                req.cached_tokens = int(cached)
         tokens = content = 0
         for c in msg.get("choices") or ():
-            ids = c.get("token_ids")
+            ids, text = c.get("token_ids"), c.get("text") or (c.get("delta") or {}).get("content")
             tokens += len(ids) if ids else 0
-            content += bool(ids or c.get("text") or (c.get("delta") or {}).get("content"))
+            content += bool(ids or text)
+            if isinstance(req.answer, list):
+                req.answer += ids or []
+            elif req.answer is not None:
+                req.answer += text or ""
         if content:
             if req.ttft is None:
                 req.ttft = now
@@ -271,25 +290,72 @@ class _Events:
         return True
 
 
+EARLIER_TURN_FAILED = "an earlier turn of its conversation failed"
+NO_IDS = ("the server streamed no token ids for an earlier turn (vLLM's return_token_ids), so this turn could not "
+          "send the conversation so far: give text prompts (workload.dataset) or a server that streams them")
+
+
+def _history(body: dict, req: Request) -> list | str:
+    """What the next turn of a conversation sends before its own prompt: this turn's prompt with its answer (token
+    ids or text, as the prompt was), or for chat its messages with the answer as the assistant's."""
+    if "messages" in body:
+        return [*body["messages"], {"role": "assistant", "content": req.answer or ""}]
+    if isinstance(body["prompt"], str):
+        return body["prompt"] + req.answer + "\n\n"   # the next prompt starts a paragraph of its own
+    return body["prompt"] + req.answer
+
+
+def _with_history(body: dict, history: list | str | None) -> dict:
+    if history is None:
+        return body
+    if "messages" in body:
+        return {**body, "messages": [*history, *body["messages"]]}
+    return {**body, "prompt": history + body["prompt"]}
+
+
+async def _converse(target: _Target, share: Share, turns: list[int], due: float | None = None) -> None:
+    """One conversation, its turns in order: each sent `think_s` after the previous answer ended, with the
+    conversation so far before its prompt (its clock starts when it was due: `due` for the first turn of an open
+    loop). A failed turn fails the turns after it, unsent."""
+    history = None
+    for k, i in enumerate(turns):
+        req, payload = share.requests[i], share.payloads[i]
+        if k and share.think_s:
+            await asyncio.sleep(share.think_s)
+        req.start = due if k == 0 and due is not None else time.monotonic()
+        if isinstance(payload, dict):
+            body = _with_history(payload, history)
+            if isinstance(body.get("prompt"), list):
+                req.prompt_tokens = len(body["prompt"])
+            payload = orjson.dumps(body)
+        if k + 1 < len(turns):
+            req.answer = [] if isinstance(share.payloads[i].get("prompt"), list) else ""
+        await target.stream(payload, req)
+        why = EARLIER_TURN_FAILED if not req.ok else NO_IDS if req.answer == [] and req.output_tokens else None
+        if why is not None:   # the conversation cannot go on as it would have
+            for j in turns[k + 1:]:
+                share.requests[j].error = why
+            return
+        if k + 1 < len(turns):
+            history = _history(body, req)
+
+
 async def _closed(target: _Target, share: Share) -> None:
-    queue = list(zip(share.payloads, share.requests))[::-1]
+    queue = share.conversations()[::-1]
 
     async def slot():
         while queue:
-            payload, req = queue.pop()
-            req.start = time.monotonic()
-            await target.stream(payload, req)
+            await _converse(target, share, queue.pop())
 
     await asyncio.gather(*(slot() for _ in range(share.slots)))
 
 
 async def _open(target: _Target, share: Share, t0: float) -> None:
-    async def one(payload, req, at):
+    async def one(turns, at):
         await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
-        req.start = t0 + at
-        await target.stream(payload, req)
+        await _converse(target, share, turns, due=t0 + at)
 
-    await asyncio.gather(*(one(p, r, at) for p, r, at in zip(share.payloads, share.requests, share.due)))
+    await asyncio.gather(*(one(turns, at) for turns, at in zip(share.conversations(), share.due)))
 
 
 async def _lag(samples: list[float]) -> None:

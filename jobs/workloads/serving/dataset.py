@@ -21,7 +21,13 @@ def _prompt(line: dict, where: str) -> Prompt:
     if isinstance(line.get("prompt"), str) and line["prompt"]:
         return line["prompt"]
     ids = line.get("prompt_token_ids")
-    if isinstance(ids, list) and ids and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):
+    if ids is not None:
+        if not isinstance(ids, list) or not ids:
+            raise ValueError(f"{where}: prompt_token_ids={str(ids)[:60]!s} must be a non-empty list of token ids")
+        bad = next((i for i in ids if not isinstance(i, int) or isinstance(i, bool) or i < 0), None)
+        if bad is not None:
+            raise ValueError(f"{where}: prompt_token_ids holds {bad!r} (item {ids.index(bad) + 1}): token ids are "
+                             "whole numbers >= 0")
         return ids
     turns = line.get("conversations")
     if isinstance(turns, list):

@@ -13,6 +13,7 @@ Each process reports its CPU share and event-loop lag over the window: a saturat
 """
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import random
@@ -33,7 +34,7 @@ from .client import Request
 
 __all__ = ["Load", "Request", "Run", "body", "prompts", "run"]
 
-MODES = ("concurrency", "rate")
+MODES = ("concurrency", "rate", "trace")
 # completions: token ids or text, exactly the asked output (vLLM's and llama.cpp's sampling options); chat: one
 # user message of text, at most the asked output (a hosted API knows none of those options: the model may stop)
 APIS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -45,12 +46,15 @@ ARRIVALS = ("poisson", "constant")
 
 @dataclass(frozen=True)
 class Load:
-    mode: str                    # "concurrency" (closed loop) or "rate" (open loop)
-    level: float                 # requests in flight, or requests/s
+    mode: str                    # "concurrency" (closed loop), "rate" (open loop) or "trace" (open loop, `due`)
+    level: float                 # conversations in flight, or conversations/s (one request each without turns)
     requests: int                # measured requests
     warmup_requests: int = 0
     arrival: str = "poisson"     # open loop only
     seed: int = 0
+    turns: int = 1               # requests per conversation, each sending the conversation so far
+    think_s: float = 0.0         # between an answer and the next turn of its conversation
+    due: tuple[float, ...] | None = None   # mode=trace: each request's due time, from the first's
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -62,14 +66,27 @@ class Load:
                              " above 0")
         if self.requests < 1 or self.warmup_requests < 0:
             raise ValueError(f"requests={self.requests}, warmup_requests={self.warmup_requests}: need >= 1 and >= 0")
+        if self.turns < 1 or self.think_s < 0:
+            raise ValueError(f"turns={self.turns}, think_s={self.think_s}: need >= 1 and >= 0")
+        if (self.mode == "trace") != (self.due is not None) or (self.due is not None and (
+                len(self.due) != self.requests or self.turns != 1)):
+            raise ValueError("mode=trace takes one due time per request (`due`, one turn each), and only it")
+
+    @functools.cached_property
+    def sessions(self) -> tuple[range, ...]:
+        """The measured requests as conversations: `turns` consecutive requests each (the last may be shorter);
+        made once (every stage of a point reads it)."""
+        return tuple(range(i, min(i + self.turns, self.requests)) for i in range(0, self.requests, self.turns))
 
     def send_times(self) -> list[float]:
-        """Open loop: when each measured request is due, in seconds from the start (the first at 0)."""
+        """Open loop: when each conversation's first request is due, in seconds from the start (the first at 0)."""
+        if self.mode == "trace":
+            return list(self.due)
         if self.mode != "rate":
-            raise ValueError("send times exist only for mode=rate")
+            raise ValueError("send times exist only for mode=rate and mode=trace")
         rng = random.Random(self.seed)
         gaps = [1.0 / self.level if self.arrival == "constant" else rng.expovariate(self.level)
-                for _ in range(self.requests - 1)]
+                for _ in range(len(self.sessions) - 1)]
         out = [0.0]
         for g in gaps:
             out.append(out[-1] + g)
@@ -120,31 +137,43 @@ class Run(NamedTuple):
 
 def processes(load: Load, asked: int | None) -> int:
     """Client processes for `load`: `asked`, else one per core this job may use; never more than the streams."""
-    streams = int(load.level) if load.mode == "concurrency" else load.requests
+    conversations = len(load.sessions)
+    streams = min(int(load.level), conversations) if load.mode == "concurrency" else conversations
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(asked or cores, streams, load.requests))
+    return max(1, min(asked or cores, streams))
 
 
-def shares(url: str, headers, timeout_s: float, payloads: list[bytes], reqs: list[Request], load: Load,
+def shares(url: str, headers, timeout_s: float, payloads: list, reqs: list[Request], load: Load,
            n: int) -> list[client.Share]:
-    """`load` split over `n` processes. Closed loop: the slots as evenly as they go, each process the requests of
-    its slots (request i to the owner of slot i mod level); open loop: request i to process i mod n, at its due
-    time."""
+    """`load` split over `n` processes, whole conversations each. Closed loop: the slots as evenly as they go, each
+    process the conversations of its slots (conversation i to the owner of slot i mod level); open loop:
+    conversation i to process i mod n, at its due time."""
+    convs = load.sessions
     if load.mode == "concurrency":
-        level = int(load.level)
+        level = min(int(load.level), len(convs))
         slots = [level // n + (i < level % n) for i in range(n)]
         owner = [p for p, k in enumerate(slots) for _ in range(k)]
         picks: list[list[int]] = [[] for _ in range(n)]
-        for i in range(len(reqs)):
+        for i in range(len(convs)):
             picks[owner[i % level]].append(i)
-        due = [None] * n
+        due: list = [None] * n
     else:
         times = load.send_times()
         slots = [0] * n
-        picks = [list(range(p, len(reqs), n)) for p in range(n)]
+        picks = [list(range(p, len(convs), n)) for p in range(n)]
         due = [[times[i] for i in pick] for pick in picks]
-    return [client.Share(url, headers, timeout_s, [payloads[i] for i in pick], [reqs[i] for i in pick], pick,
-                         slots=slots[p], due=due[p]) for p, pick in enumerate(picks)]
+    return [_share(url, headers, timeout_s, payloads, reqs, [convs[i] for i in pick], load, slots[p], due[p])
+            for p, pick in enumerate(picks)]
+
+
+def _share(url, headers, timeout_s, payloads, reqs, convs: list[list[int]], load: Load, slots: int,
+           due) -> client.Share:
+    """One process's share: its conversations' requests, renumbered from 0 in the share."""
+    order = [i for turns in convs for i in turns]
+    where = {i: k for k, i in enumerate(order)}
+    return client.Share(url, headers, timeout_s, [payloads[i] for i in order], [reqs[i] for i in order], order,
+                        slots=slots, due=due, sessions=[[where[i] for i in turns] for turns in convs],
+                        think_s=load.think_s)
 
 
 def _spread(parts: list[client.Share]) -> tuple[list[client.Outcome], float]:
@@ -230,10 +259,15 @@ def run(base_url: str, model: str, prompts: list[Prompt], output_tokens: int | l
                          f"warm-up + {load.requests} requests")
     url = base_url.rstrip("/") + APIS[api]
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    payloads = [orjson.dumps(body(model, p, n, api)) for p, n in zip(prompts, outputs)]
+    w = load.warmup_requests
+    # a conversation's turns keep their bodies: the conversation so far goes before each one's prompt when sent
+    bodies = [body(model, p, n, api) for p, n in zip(prompts, outputs)]
+    payloads = [b if load.turns > 1 and i >= w else orjson.dumps(b) for i, b in enumerate(bodies)]
     reqs = [Request(prompt_tokens=len(p) if isinstance(p, list) else 0, asked_tokens=n, at_most=api == "chat")
             for p, n in zip(prompts, outputs)]
-    w = load.warmup_requests
+    for conv, turns in enumerate(load.sessions):
+        for k, i in enumerate(turns):
+            reqs[w + i].session, reqs[w + i].turn = conv, k
     if w:
         _warm(url, headers, timeout_s, payloads[:w], reqs[:w], load)
     parts = shares(url, headers, timeout_s, payloads[w:], reqs[w:], load, processes(load, client_processes))

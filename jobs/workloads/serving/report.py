@@ -1,8 +1,10 @@
 """serving.html, the serving workload's report page (template in templates/): latency and throughput against load,
 the Pareto front of tokens/s per card against tokens/s per user per hardware (the chart used to choose hardware for
-a chat service), and goodput under the SLOs per hardware and card count."""
+a chat service), and goodput under the SLOs per hardware and card count: each point's own SLO, or the one report.build
+was given (--slo ...: SETTINGS_ATTR), recomputed from each point's requests file (rescore.py)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -22,29 +24,116 @@ from report.charts import (
     series_stroke,
     to_spec,
 )
-from report.pages import Page, label, numeric, ok_rows, point_counts, rows_for, workload_page_applies
+from report.pages import (
+    SETTINGS_ATTR,
+    SOURCES_ATTR,
+    Page,
+    label,
+    numeric,
+    ok_rows,
+    per_table,
+    point_counts,
+    rows_for,
+    workload_page_applies,
+)
 
-from .metrics import METRICS
+from . import requests_file, rescore, saturation
+from .metrics import METRICS, SLO_PRESETS, Slo
 
 WORKLOAD, TPUT = METRICS.workload, METRICS.throughput
 PER_CARD, PER_USER, GOODPUT, MAX_RATE = "output_tok_s_per_card", "output_tok_s_per_user", "goodput_req_s", \
     "slo_max_rate_req_s"
 LATENCY = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
+ENGINE_RATES = ("prefix_cache_hit_rate", "cached_prompt_share", "spec_acceptance_rate", "spec_mean_accepted_tokens")
 # A series: one server setting under one kind of load; the load level is the x axis.
-SERIES = ["hardware", "model", "precision", "cards", "engine", "mode", "shape"]
+SERIES = ["hardware", "model", "precision", "cards", "engine", "mode", "shape", "turns", "prefix_tokens", "trace",
+          "enable_prefix_caching", "speculative"]
 MODE_AXIS = {"concurrency": "requests in flight", "rate": "requests/s sent"}
+# report.build's options for this page: option -> (its SETTINGS_ATTR key, help)
+SETTINGS = {
+    "--slo": ("slo", (f"the Serving page's goodput under this SLO preset ({', '.join(SLO_PRESETS)}), recomputed "
+                      "from each point's requests file (default: each point's own SLO, as recorded)")),
+    "--slo-ttft-s": ("slo_ttft_s", "... with this TTFT limit in seconds (overrides the preset's; default: server's)"),
+    "--slo-tpot-s": ("slo_tpot_s", "... with this TPOT limit in seconds (overrides the preset's)"),
+}
+SLO_SETTINGS = {name: option for option, (name, _) in SETTINGS.items()}
+RECORDED = "goodput_recorded"   # a row whose goodput is the recorded one (no requests file to score again)
 
 
+def build_slo(settings: dict[str, Any]) -> Slo | None:
+    """The SLO report.build was given (None: each point's own); ValueError naming a bad value."""
+    if not any(k in settings for k in SLO_SETTINGS):
+        return None
+    return rescore.slo_of(*(settings.get(k) for k in SLO_SETTINGS), names=tuple(SLO_SETTINGS.values()))
+
+
+def settings_problems(settings: dict[str, Any]) -> list[str]:
+    try:
+        build_slo(settings)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+def requests_path(row: pd.Series, sources: list[Path]) -> Path | None:
+    """The point's requests file in the directories the table was found in: a sweep directory (points/<id>/), or
+    a runs directory holding the point's sweep (<sweep>/points/<id>/, else any sweep of it)."""
+    name, pid = row.get("requests_file"), str(row["point_id"])
+    if not isinstance(name, str) or not name:
+        return None
+    dirs = [d for src in sources for d in (src / str(row.get("sweep")), src)]
+    dirs += [found.parent.parent for src in sources for found in sorted(src.glob(f"*/points/{pid}"))]
+    return next((p for d in dirs if (p := requests_file.located(d / "points" / pid, name)[0]) and p.is_file()), None)
+
+
+def _with_slo(ok: pd.DataFrame, slo: Slo, sources: list[Path]) -> pd.DataFrame:
+    """The rows with goodput under `slo` from their requests files (and the SLO columns saying so); a row without
+    one keeps the goodput recorded with its own SLO, marked RECORDED."""
+    ok = ok.assign(**{c: numeric(ok, c) for c in ("slo_ttft_s", "slo_tpot_s")}, **{RECORDED: True})
+    for idx, row in ok.iterrows():
+        path = requests_path(row, sources)
+        got, _ = (None, "") if path is None else rescore.rescored_file(path, row.get("window_s"),
+                                                                       rescore.cards_of(row), slo,
+                                                                       row.get("stream_step_tokens", 1))
+        if got is not None:
+            ok.loc[idx, [GOODPUT, "slo_ttft_s", "slo_tpot_s", RECORDED]] = \
+                [got.get("goodput_req_s", float("nan")), slo.ttft_s, slo.tpot_s, False]
+    return ok
+
+
+@per_table
 def _ok(table: pd.DataFrame) -> pd.DataFrame:
+    """The ok serving rows with their series, goodput under report.build's SLO where it was given (computed once
+    per table: charts and context both ask)."""
+    ok = _ok_rows(table)
+    slo = build_slo(table.attrs.get(SETTINGS_ATTR) or {})
+    if slo is None or not len(ok):
+        return ok.assign(**{RECORDED: False})
+    return _with_slo(ok, slo, table.attrs.get(SOURCES_ATTR) or [])
+
+
+def _ok_rows(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(rows_for(table, WORKLOAD), numbers=(TPUT,))
-    cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY]
+    cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY, *ENGINE_RATES]
     ok = ok.assign(**{c: numeric(ok, c) for c in cols})
     ok = ok.assign(client_bound=client_bound(ok))
     fields = [f for f in SERIES if f in ok and (f in ("hardware", "engine", "mode") or ok[f].nunique() > 1)]
     if not len(ok):
-        return ok.assign(series=pd.Series(dtype=str))
+        return ok.assign(series=pd.Series(dtype=str), saturated=pd.Series(dtype=bool))
     hosted = _endpoint(ok).notna()
-    return ok.assign(series=label(ok, fields).where(~hosted, label(ok, fields) + " · endpoint"))
+    ok = ok.assign(series=label(ok, fields).where(~hosted, label(ok, fields) + " · endpoint"))
+    return ok.assign(saturated=_saturated(ok))
+
+
+def _saturated(ok: pd.DataFrame) -> pd.Series:
+    """Each row's level saturated against the other levels of its series (saturation.saturated: whatever order
+    they ran in), or as its record says (against the lower levels its worker ran before it)."""
+    out = pd.Series(False, index=ok.index)
+    for _, g in ok[ok["mode"].isin(("concurrency", "rate"))].groupby(["series", "mode"], sort=False):
+        levels = list(zip(g["level"], g[TPUT], g["ttft_p50_s"]))
+        out.loc[g.index] = saturation.saturated(levels)
+    recorded = ok["saturated"].astype(str).eq("True") if "saturated" in ok else False
+    return out | recorded
 
 
 def _endpoint(table: pd.DataFrame) -> pd.Series:
@@ -139,6 +228,7 @@ def goodput_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
         found = g[MAX_RATE].dropna()
         rows.append({**dict(zip(keys, key)),
                      "goodput": fmt_num(best[GOODPUT]) if best is not None else "—",
+                     "recorded": bool(best[RECORDED]) if best is not None else False,
                      "at": f"{best['mode']} {fmt_num(best['level'])}" if best is not None else "—",
                      "n": int(best["requests"]) if best is not None and pd.notna(best.get("requests")) else "—",
                      "max_rate": fmt_num(found.max()) if len(found) else "—"})
@@ -158,8 +248,31 @@ def point_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"series": r["series"], "mode": r["mode"], "level": fmt_num(r["level"]),
              "n": int(r["ok_requests"]) if pd.notna(r.get("ok_requests")) else "—",
              **{c: fmt_num(r[c]) for c in (TPUT, PER_USER, *LATENCY, GOODPUT)},
-             "ttft_ci": _interval(r, "ttft_p50_s"), "tpot_ci": _interval(r, "tpot_p50_s"), "client": _client(r)}
+             "ttft_ci": _interval(r, "ttft_p50_s"), "tpot_ci": _interval(r, "tpot_p50_s"), "client": _client(r),
+             "recorded": bool(r[RECORDED]), "saturated": bool(r["saturated"]), "stream": _stream(r),
+             "cache": _share(r, "prefix_cache_hit_rate"), "spec": _spec(r)}
             for _, r in data.iterrows()]
+
+
+def _merged(row: pd.Series) -> bool:
+    return str(row.get("per_token_measured")) == "False"
+
+
+def _stream(row: pd.Series) -> str:
+    """How the point's tokens streamed: per token, or merged (no per-token figure)."""
+    per_read = pd.to_numeric(row.get("tokens_per_arrival"), errors="coerce")
+    shown = f"{per_read:.1f} tokens per read" if pd.notna(per_read) else "—"
+    return f"merged ({shown}): not measured per token" if _merged(row) else shown
+
+
+def _share(row: pd.Series, col: str) -> str:
+    v = row.get(col)
+    return f"{v:.0%}" if pd.notna(v) else "—"
+
+
+def _spec(row: pd.Series) -> str:
+    rate, per_step = row.get("spec_acceptance_rate"), row.get("spec_mean_accepted_tokens")
+    return f"{rate:.0%} accepted, {per_step:.2f} tok/step" if pd.notna(rate) and pd.notna(per_step) else "—"
 
 
 def _client(row: pd.Series) -> str:
@@ -176,12 +289,25 @@ def charts(table: pd.DataFrame) -> list[Chart]:
             _load_chart(ok, "serving-throughput", "Output throughput against load", [TPUT], "output tokens/s")]
 
 
+def goodput_slo(table: pd.DataFrame, ok: pd.DataFrame) -> dict[str, Any]:
+    """What the page says of its goodput's SLO: the one report.build was given (its words), or None (each point's
+    own), and how many points kept their recorded goodput for want of a requests file."""
+    settings = table.attrs.get(SETTINGS_ATTR) or {}
+    slo = build_slo(settings)
+    return {"goodput_slo": rescore.describe(slo, settings.get("slo")) if slo is not None else None,
+            "goodput_recorded": int(ok[RECORDED].sum()) if slo is not None and len(ok) else 0}
+
+
 def context(table: pd.DataFrame) -> dict[str, Any]:
     rows = rows_for(table, WORKLOAD)
     ok = _ok(table)
     failed = rows[~rows["status"].eq("ok")] if "status" in rows else rows.iloc[0:0]
-    return {**point_counts(rows), "goodput_rows": goodput_rows(ok) if len(ok) else [],
+    skipped = rows[rows["status"].eq("skipped")] if "status" in rows else rows.iloc[0:0]
+    failed = failed[~failed.index.isin(skipped.index)]
+    return {**point_counts(rows), **goodput_slo(table, ok), "goodput_rows": goodput_rows(ok) if len(ok) else [],
             "client_bound": int(ok["client_bound"].sum()) if len(ok) else 0,
+            "n_saturated": int(ok["saturated"].sum()) if len(ok) else 0, "n_skipped": len(skipped),
+            "n_merged": int(ok.apply(_merged, axis=1).sum()) if len(ok) else 0,
             "endpoint_rows": endpoint_rows(ok) if len(ok) else [],
             "point_rows": point_rows(ok) if len(ok) else [],
             "failed_rows": [{"point_id": r.get("point_id"), "status": r.get("status"),
@@ -190,4 +316,4 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
 
 PAGE = Page(slug="serving", title="Serving", template="serving.html", context=context, charts=charts,
             applies=workload_page_applies(WORKLOAD), order=12, workload=WORKLOAD,
-            link=lambda row: "serving.html#pareto")
+            link=lambda row: "serving.html#pareto", settings_problems=settings_problems, settings=SETTINGS)

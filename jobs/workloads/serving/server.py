@@ -8,6 +8,7 @@ the kernel does however the worker ends, SIGKILL included. `stop()` closes the p
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import socket
@@ -26,6 +27,9 @@ from jobs import engines
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+
+_ERROR = re.compile(r"\b(?:[A-Z]\w*Error|Exception)\b: ")   # a raised exception's line: "ValueError: ..."
 
 
 class ServerError(RuntimeError):
@@ -83,10 +87,15 @@ class Server:
         return server
 
     def tail(self, lines: int = 20) -> str:
+        """The log's last lines, after its first error line where that is earlier (a root cause that a long
+        traceback of the processes it took down would push out of the tail)."""
         try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log.read_text(errors="replace").splitlines()
         except OSError:
             return "(no log)"
+        first = next((line for line in text if _ERROR.search(line)), None)
+        last = text[-lines:]
+        return "\n".join(last if first is None or first in last else [f"first error: {first.strip()}", "...", *last])
 
     def alive(self) -> bool:
         return self.proc.poll() is None
