@@ -365,7 +365,7 @@ def write_table(table: pd.DataFrame, out_dir: Path, csv: bool = True) -> tuple[P
     """results.parquet (zstd) and, with `csv`, results.csv.gz under `out_dir`, each written whole or not at all
     (files.WriteFailed)."""
     out_dir = Path(out_dir)
-    written = [out_dir / "results.parquet"] + ([out_dir / "results.csv.gz"] if csv else [])
+    written = [out_dir / store.RESULTS] + ([out_dir / store.RESULTS_CSV] if csv else [])
     with files.atomic(written[0]) as tmp:
         table.to_parquet(tmp, index=False, compression="zstd")
     if csv:
@@ -439,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(args.runs[0])
     if args.out and (why := out_problem(args.out, args.runs)):
         ap.error(why)
-    if why := files.output_problem(out, "--out", directory=True):
+    if why := files.output_problem(out, "--out" if args.out else "the first directory given (no --out)",
+                                   directory=True):
         ap.error(why)
     try:
         table = aggregate(args.runs)

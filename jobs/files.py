@@ -2,9 +2,12 @@
 
 A reader (or a crash, or a full disk) sees the old file or the new one, never
 half of one. A failed write raises WriteFailed, which names the file.
+Input files are read here too: JSON lines, and a file's content digest.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -201,6 +204,25 @@ def json_lines(path: str | Path, key: str) -> Iterator[tuple[str, dict]]:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:
+                raise ValueError(f"{where}: not JSON this reader takes (nested too deeply)") from None
             if not isinstance(obj, dict):
                 raise ValueError(f"{where}: a line must be a JSON object")  # noqa: TRY004  bad input, not a bug
             yield where, obj
+
+
+def digest(path: str | Path) -> str:
+    """`sha256:` of a file's content, cached while its size and mtime hold (an image, a dataset or trace file:
+    what identifies the input, wherever it lies)."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return _digest(real, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _digest(path: str, _size: int, _mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return f"sha256:{h.hexdigest()}"

@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-from jobs import files, sweepdir
+from jobs import files, store, sweepdir
 from jobs.records import record_stats
 from jobs.status import REFERENCE_CHECK, REFERENCE_SPEC, record_ended
 
@@ -56,7 +56,7 @@ def up_to_date(sweep_dir: Path, fingerprint: str) -> bool:
     """The table and site were built from exactly these records (and are still there)."""
     stamp = sweep_dir / FINGERPRINT
     return (stamp.is_file() and stamp.read_text().strip() == fingerprint
-            and (sweep_dir / "results.parquet").is_file() and (sweep_dir / "site" / "index.html").is_file())
+            and (sweep_dir / store.RESULTS).is_file() and (sweep_dir / "site" / "index.html").is_file())
 
 
 def finish(sweep_dir: Path) -> Path:
@@ -102,7 +102,7 @@ def check_references(sweep_dir: Path, table=None) -> None:
     from analysis import refcheck
 
     try:
-        table = pd.read_parquet(sweep_dir / "results.parquet") if table is None else table
+        table = pd.read_parquet(sweep_dir / store.RESULTS) if table is None else table
         text, violations = refcheck.checked(refcheck.parse(json.loads(spec_path.read_text())), table)
     except (OSError, ValueError) as exc:   # the saved spec or the table unreadable: said, not a failed report
         text, violations = f"references: not checked: {exc}", None

@@ -26,21 +26,27 @@ INFO = "injected_slowdown"
 _MAX = 100.0
 
 
-def factors(text: str | None = None) -> dict[str, float]:
-    """hardware name -> factor from the variable (or `text`); ValueError naming the bad part and the form."""
-    text = os.environ.get(ENV, "") if text is None else text
+def _pairs(var: str, text: str | None, ok, form: str) -> dict[str, float]:
+    """name -> number of a variable's `name=number,...` (or `text`), each number `ok`; ValueError naming the bad
+    part and the `form`."""
+    text = os.environ.get(var, "") if text is None else text
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, eq, value = part.partition("=")
         try:
-            factor = float(value)
+            number = float(value)
         except ValueError:
-            factor = math.nan
-        if not eq or not name.strip() or not 1 <= factor <= _MAX:
-            raise ValueError(f"{ENV}={text!r}: {part!r} must be <hardware name>=<factor>, a factor from 1 to "
-                             f"{_MAX:g} (e.g. h100=1.25: 20 % less throughput)")
-        out[name.strip()] = factor
+            number = math.nan
+        if not eq or not name.strip() or not ok(number):
+            raise ValueError(f"{var}={text!r}: {part!r} must be {form}")
+        out[name.strip()] = number
     return out
+
+
+def factors(text: str | None = None) -> dict[str, float]:
+    """hardware name -> factor from the variable (or `text`); ValueError naming the bad part and the form."""
+    return _pairs(ENV, text, lambda f: 1 <= f <= _MAX, f"<hardware name>=<factor>, a factor from 1 to {_MAX:g} "
+                  "(e.g. h100=1.25: 20 % less throughput)")
 
 
 @dataclasses.dataclass
@@ -84,19 +90,26 @@ LOGIT_ENV = "ACCELSWEEP_INJECT_LOGIT_NOISE"
 LOGIT_INFO = "injected_logit_noise"
 
 
+def noises(text: str | None = None) -> dict[str, float]:
+    """"<hardware>[/<precision>]" -> logit noise (nats) from the variable (or `text`); ValueError naming the bad
+    part and the form."""
+    return _pairs(LOGIT_ENV, text, lambda std: 0 < std <= _MAX, f"<hardware name>[/<precision>]=<nats>, a number "
+                  f"above 0 and at most {_MAX:g} (e.g. cpu=0.5 or cpu/bf16=0.5)")
+
+
 def logit_noise(hardware: str | None, precision: str | None = None) -> float | None:
     """The logit noise (nats) the variable asks for points of `hardware` in `precision`, or None; ValueError on a
     bad value."""
-    text = os.environ.get(LOGIT_ENV, "")
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, eq, value = part.partition("=")
-        try:
-            std = float(value)
-        except ValueError:
-            std = math.nan
-        if not eq or not name.strip() or not 0 < std <= _MAX:
-            raise ValueError(f"{LOGIT_ENV}={text!r}: {part!r} must be <hardware name>[/<precision>]=<nats>, a "
-                             f"number above 0 and at most {_MAX:g} (e.g. cpu=0.5 or cpu/bf16=0.5)")
-        out[name.strip()] = std
+    out = noises()
     return out.get(f"{hardware}/{precision}", out.get(hardware))
+
+
+def problems(hardware: set[str]) -> list[str]:
+    """Plan time: both variables read, and the hardware they name among `hardware` (the known names): a typo
+    would inject nothing, and the sweep meant to show a fault would pass."""
+    try:
+        named = {**{h: ENV for h in factors()}, **{k.split("/")[0]: LOGIT_ENV for k in noises()}}
+    except ValueError as exc:
+        return [str(exc)]
+    return [f"{var} names hardware {name!r}, which no hardware file has (known: {', '.join(sorted(hardware))})"
+            for name, var in sorted(named.items()) if name not in hardware]

@@ -18,11 +18,26 @@ def prog(module: str) -> str:
 
 
 def early_interrupts(what: str = "interrupted before anything was submitted") -> None:
-    """Ctrl-C, SIGTERM or a hangup (unless nohup ignores it) while a command's libraries load: one line and status
-    130, not a traceback (the command takes the signals over once it is loaded: watchdog.take_interrupts)."""
+    """Ctrl-C, SIGTERM or a hangup (unless nohup ignores it) while a command loads, composes and plans: one line and
+    status 130 at once, not a traceback. Not KeyboardInterrupt: raised inside Hydra's or OmegaConf's clean-up it
+    was lost, or came out as an unrelated config error (exit 2). The command takes the signals over once it starts
+    writing (taken_early, watchdog.take_interrupts)."""
+    def leave(*_) -> None:
+        print(what, file=sys.stderr)
+        os._exit(130)
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if sig != signal.SIGHUP or signal.getsignal(sig) != signal.SIG_IGN:
-            signal.signal(sig, lambda *_: (print(what, file=sys.stderr), os._exit(130)))
+            signal.signal(sig, leave)
+    _EARLY.append(leave)
+
+
+_EARLY: list[Callable] = []   # early_interrupts' handler, once it is in force
+
+
+def taken_early() -> bool:
+    """Are the signals early_interrupts' (a command; not a caller of jobs.sweep.run such as a test)?"""
+    return bool(_EARLY) and signal.getsignal(signal.SIGTERM) is _EARLY[-1]
 
 
 def console():

@@ -34,8 +34,9 @@ from jobs.point import failure_record
 from jobs.schedulers.base import ACTIVE, JobState, Scheduler
 
 INVALID = "invalid"   # a record file that is not what it claims to be (records.read_point; aggregate's INVALID)
+MISSING = "no record"   # a job that ended as it should, whose record is not there (deleted or moved since)
 _NONE: dict[str, Any] = {}   # no submission, no job state (read only)
-ORDER = ("pending", "running", "ok", "inaccurate", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID,
+ORDER = ("pending", "running", "ok", "skipped", "inaccurate", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID, MISSING,
          "not submitted", "unknown")
 # A local sweep's journal word for a point without a record of its run -> (state, detail) shown
 LOCAL_WORDS = {"CANCELLED": ("not started", ("the sweep was interrupted (Ctrl-C, SIGTERM or jobs.cancel) before "
@@ -91,6 +92,9 @@ def point_states(sweep_dir: Path, manifest: Manifest | None = None,
                 state, detail = INVALID, rec[2] or ""
             elif state not in ("pending", "running") and rec is not None:
                 detail += f"; older record: {rec[0]}"
+            elif state in records.SETTLED:   # the job said so, but nothing of its measurement is left
+                state, detail = MISSING, (f"its job ended {state}, but points/{pid}/{records.RECORD_NAME} is not there "
+                                          "(deleted or moved since?): resuming the sweep measures it again")
         elif sub.get("error"):
             state, detail = "not submitted", f"Slurm refused the array: {sub['error']}"
         elif sub.get("not_sent"):
@@ -301,7 +305,7 @@ def summary_line(c: dict[str, int]) -> str:
     return " · ".join(f"{s} {n}" for s, n in c.items()) or "no points"
 
 
-PROBLEMS = ("inaccurate", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID, "not submitted", "unknown")
+PROBLEMS = ("inaccurate", "failed", "oom", "timeout", "cancelled", "not started", "unsupported", INVALID, MISSING, "not submitted", "unknown")
 
 
 def by_group(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -329,6 +333,7 @@ def pending_reasons(rows: list[dict[str, Any]]) -> dict[str, str]:
 def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, first: int = 20) -> None:
     """The summary: counts per group, then the first `first` problems (every point with `every`)."""
     from rich.table import Table
+    from rich.text import Text
 
     from jobs.progress import console
 
@@ -354,8 +359,8 @@ def show(sweep_dir: Path, rows: list[dict[str, Any]], *, every: bool = False, fi
     for col in ("point", "state", "job", "hardware", "cards", "overrides", "detail"):
         table.add_column(col)
     for r in listed if every else listed[:first]:
-        table.add_row(r["point_id"], r["state"], r["job"], str(r["hardware"]), str(r["cards"]), r["label"],
-                      r["detail"])
+        cells = (r["point_id"], r["state"], r["job"], r["hardware"], r["cards"], r["label"], r["detail"])
+        table.add_row(*(Text("" if v is None else str(v)) for v in cells))   # as written, not rich markup
     out.print(table)
 
 

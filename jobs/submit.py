@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs import accuracy, records, schedulers, status, sweepdir
+from jobs import accuracy, records, schedulers, status, sweepdir, workloads
 from jobs.manifest import Manifest
 from jobs.plan import Point
 from jobs.schedulers.base import ACTIVE, Limits
@@ -24,13 +24,26 @@ def split_measured(points: list[Point], sweep_dir: Path, *, force: bool,
             busy.append(p)
             continue
         rec = None if force else records.read_point(records.record_path(sweep_dir / "points", p.point_id))[0]
-        (measured if _settled(rec, p) else todo).append(p)
+        whole = rec is None or _whole(rec, sweep_dir / "points" / p.point_id)
+        (measured if whole and _settled(rec, p) else todo).append(p)
     return todo, measured, busy
+
+
+def _whole(rec: dict, point_dir: Path) -> bool:
+    """The record has every file it keeps beside it (the workload's `incomplete` hook); else it is measured again."""
+    try:
+        workload = workloads.get(rec["params"]["workload"])
+    except (KeyError, ValueError):
+        return True
+    return workload.incomplete(rec, point_dir) is None
 
 
 def _settled(rec: dict | None, p: Point) -> bool:
     """An ok record, unless its accuracy gate failed under accuracy.gate=warn and this sweep enforces the gate: then
-    the point is measured again (and, failing again, recorded inaccurate)."""
+    the point is measured again (and, failing again, recorded inaccurate). A level skipped past saturation stays
+    skipped while the sweep still asks for that (workload.stop_at_saturation)."""
+    if rec and rec["status"] == "skipped":
+        return bool(((p.cfg or {}).get("workload") or {}).get("stop_at_saturation"))
     if not rec or rec["status"] != "ok":
         return False
     return not ((rec.get("accuracy") or {}).get("passed") is False and accuracy.setting(p.cfg or {}) == "enforce")
@@ -82,6 +95,7 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
                limits: Limits | None = None) -> None:
     """The dry run: every point with its group and memory fit, then what the scheduler would send (sbatch scripts)."""
     from rich.table import Table
+    from rich.text import Text
 
     from jobs.progress import console
 
@@ -93,9 +107,10 @@ def print_plan(groups: dict[str, list[Point]], sweep_dir: Path, cluster: dict[st
     for key, pts in groups.items():
         for p in pts:
             r = p.resources
-            table.add_row(p.point_id, key, str(p.params.get("engine", "-")), str(r.partition), str(r.nodes),
-                          str(r.tasks_per_node), str(r.gpus_per_node), str(r.time_min), _fit(p.params),
-                          _seconds(p.params.get("est_repeat_s")), p.label)
+            cells = (p.point_id, key, str(p.params.get("engine", "-")), str(r.partition), str(r.nodes),
+                     str(r.tasks_per_node), str(r.gpus_per_node), str(r.time_min), _fit(p.params),
+                     _seconds(p.params.get("est_repeat_s")), p.label)
+            table.add_row(*map(Text, cells))   # as written: an override's [a,b] is not rich markup
     out.print(table)
     schedulers.get(cluster["kind"]).dry_run(groups, sweep_dir, cluster, limits or Limits(), out)
 

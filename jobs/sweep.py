@@ -24,7 +24,8 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from jobs import conf, config_schema, cost, files, inject, plan, schedulers, status, submit, sweepdir, watchdog
+from jobs import (conf, config_schema, cost, files, inject, plan, records, schedulers, status, store, submit,
+                  sweepdir, watchdog)
 from jobs.config import point_config
 from jobs.finish import after_sweep, prepare
 from jobs.manifest import Manifest, ManifestError
@@ -56,8 +57,11 @@ def run(configs: list[tuple[list[str], dict[str, Any]]], hydra_config: DictConfi
         submit.print_plan(sw.groups, sw.sweep_dir, sw.cluster, sw.limits)
         return sw.points
     if not sw.todo and not sw.busy and not sw.elsewhere:
-        print("nothing to run: every point already has an ok record (force=true runs them again)")
-    submitted = _execute(sw, hydra_config)
+        print("nothing to run: every point already has an ok record, or was skipped past a load series' saturation "
+              "(force=true runs them again)")
+    # Rendered before _execute takes the signals: a KeyboardInterrupt inside OmegaConf comes out as a config error.
+    multirun = OmegaConf.to_yaml(hydra_config) if hydra_config is not None else None
+    submitted = _execute(sw, multirun)
     if submitted is not None:   # a batch scheduler: the jobs are queued
         _follow(sw, *submitted)
     return sw.points
@@ -107,10 +111,9 @@ def _plan(configs: list[tuple[list[str], dict[str, Any]]]) -> _Sweep:
     sweep_dir = Path(first["sweep"]["runs_dir"]).absolute() / first["sweep"]["name"]
     here = [p for p in points if p.elsewhere is None]
     bounds = _bounds(first.get("reference"), here)
-    try:
-        slowed = inject.factors()
-    except ValueError as exc:
-        raise plan.SweepRejected([("environment", str(exc))]) from None
+    if faults := inject.problems(set(conf.names("hardware"))):
+        raise plan.SweepRejected([("environment", why) for why in faults])
+    slowed = inject.factors()
     active, earlier = _queued(Manifest(sweep_dir))
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
     if unwritable := submit.unwritable(todo, sweep_dir):   # found before anything is measured
@@ -150,15 +153,17 @@ def _present(sw: _Sweep) -> None:
     submit.print_elsewhere(sw.elsewhere, sw.cluster["name"])
 
 
-def _execute(sw: _Sweep, hydra_config: DictConfig | None):
+def _execute(sw: _Sweep, multirun: str | None):
     """Under the sweep directory's lock: the manifest entry, then the points run here (a waiting scheduler: the
     run's outcome raised as PointsFailed or ReferencesViolated; None) or submitted ((manifest, entry, refused
     arrays, active jobs))."""
     first, sweep_dir = sw.first, sw.sweep_dir
+    if progress.taken_early():   # from here a signal cancels what runs and keeps what was measured
+        watchdog.take_interrupts()
     sweepdir.prepare(sweep_dir, group_readable=first["sweep"]["group_readable"])
     with sweepdir.Lock(sweep_dir):
-        if hydra_config is not None:
-            files.write_text(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(hydra_config))
+        if multirun is not None:   # Hydra's config of the multirun
+            files.write_text(sweep_dir / "multirun.yaml", multirun)
         manifest = Manifest(sweep_dir)   # again, under the lock
         entry = manifest.begin(sw.points, cluster=sw.cluster, elsewhere=sw.elsewhere)
         _save_references(sweep_dir, first.get("reference") if sw.bounds else None)
@@ -226,14 +231,14 @@ def _wait(sw: _Sweep):
         raise SubmissionFailed(f"the report job failed (its log is above); once mended, rebuild the report "
                                f"with python -m analysis.aggregate {sweep_dir} && python -m report.build "
                                f"{sweep_dir} --out {sweep_dir / 'site'}")
-    if any(n for s, n in counts.items() if s != "ok"):
+    if any(n for s, n in counts.items() if s not in records.SETTLED):
         raise PointsFailed(f"not every point is ok: {status.summary_line(counts)}; python -m jobs.status "
                            f"{sweep_dir} lists them")
     return violated
 
 
 def _raise_if_failed(points: dict[str, plan.Point], status: dict[str, str]) -> None:
-    bad = [(pid, st) for pid, st in status.items() if st != "ok"]
+    bad = [(pid, st) for pid, st in status.items() if st not in records.SETTLED]
     bad += [(pid, "not run") for pid in points if pid not in status]
     if bad:
         raise PointsFailed(f"{len(bad)} point(s) did not succeed:\n" + "\n".join(
@@ -269,7 +274,7 @@ def check_references(bounds: list, sweep_dir: Path, points: list[plan.Point], re
     from analysis import refcheck
     from analysis.aggregate import aggregate
 
-    table = pd.read_parquet(sweep_dir / "results.parquet") if reported else aggregate([sweep_dir])
+    table = pd.read_parquet(sweep_dir / store.RESULTS) if reported else aggregate([sweep_dir])
     text, violations = refcheck.checked(bounds, table[table["point_id"].isin({p.point_id for p in points})])
     print(text, flush=True)
     if violations is None:
@@ -358,15 +363,11 @@ def hydra_main() -> None:
         sys.exit(2)
     # Ctrl-C, SIGTERM and a hangup interrupt the sweep at any moment, whatever this process inherited (a script's
     # `python -m jobs.sweep ... &` starts it with SIGINT ignored); a hangup ignored on purpose (nohup) stays ignored.
-    # Taken here, not only while local points run: one that came while the sweep planned, wrote its manifest or
-    # built its report ended it without a word (the default action), and SIGTERM the same.
-    watchdog.take_interrupts()
+    # Until the sweep writes (_execute), early_interrupts' handlers end it at once; then KeyboardInterrupt.
+    progress.early_interrupts()
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")   # Hydra raises instead of printing and exiting 1
     try:
         main()
-    except KeyboardInterrupt:   # while Hydra composed the config (run_or_exit answers those that come later)
-        print("interrupted before anything was submitted", file=sys.stderr)
-        sys.exit(130)
     except (HydraException, OmegaConfBaseException) as exc:
         print(f"error: {config_schema.redact(overrides.hydra_message(exc))}", file=sys.stderr)
         sys.exit(2)

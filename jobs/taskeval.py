@@ -56,6 +56,22 @@ def problems(ds: dict[str, Any]) -> list[str]:
         found = local_tasks(ds["task_dir"])
         out += [f"workload.downstream.tasks: {t!r} is not a task in {ds['task_dir']} (its YAML files define: "
                 f"{', '.join(sorted(found)) or 'none'})" for t in ds["tasks"] if t not in found]
+        out += [f"workload.downstream.tasks: {task!r} reads {path}, which does not exist (its data files must be "
+                "local: nothing is downloaded)" for task, path in missing_data(ds["task_dir"], ds["tasks"])]
+    return out
+
+
+_DATA_PATH = re.compile(r"""(?<![\w.])(/[^\s,{}'"\[\]]+\.(?:jsonl|json|csv|parquet|arrow|txt))""")
+
+
+def missing_data(task_dir: str, tasks) -> list[tuple[str, str]]:
+    """(task, path) for each absolute data file path that the YAML file defining one of `tasks` names and that does
+    not exist (found as text, like local_tasks): lm_eval would fail on it only after the point's load."""
+    out = []
+    for f in Path(task_dir).rglob("*.y*ml"):
+        text = f.read_text(errors="replace")
+        named = set(re.findall(r"^task:\s*['\"]?([^'\"\s#]+)", text, re.MULTILINE)) & set(tasks)
+        out += [(task, path) for task in sorted(named) for path in _DATA_PATH.findall(text) if not Path(path).exists()]
     return out
 
 

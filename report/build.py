@@ -5,7 +5,9 @@ an immediate subdirectory); the default is ``runs``. With --baseline, every poin
 baseline is compared metric by metric (analysis.compare) and a Baseline page lists the changes. When the
 inputs hold the same point (point id) in several sweeps, e.g. ``runs/`` with one sweep per month, the report is
 of each point's newest ok measurement and a History page shows every point's series over the sweeps
-(analysis.history; --no-history leaves it out).
+(analysis.history; --no-history leaves it out). With --slo PRESET (or --slo-ttft-s S --slo-tpot-s S) the Serving
+page's goodput is computed again under that SLO from each serving point's requests file (points/<id>/ of the
+sweep directory its table was found in).
 The site works from file:// and from any web sub-path: every link is relative and nothing is fetched
 from the network. Vega, Vega-Lite and vega-embed are written once to ``assets/vega.js`` (a classic
 script built by vl_convert) and every chart is rendered client-side by vegaEmbed from a JSON spec
@@ -31,15 +33,16 @@ from analysis.aggregate import one_row_per_point, write_table
 from analysis.compare import TOLERANCE, compare
 from analysis.hardware import check_baseline
 from analysis.history import History, history as make_history
-from jobs import files, progress
-from report.ownership import STAMP, not_a_site   # the build may replace the files of a site that has STAMP
+from jobs import files, progress, store
+from jobs.records import SETTLED
+from report.ownership import FIGURES_STAMP, STAMP, foreign_figures, not_a_site   # replaced only where stamped
 from report.charts import fmt_num
 from report import overrides
-from report.pages import Page, discover, template_dirs
+from report.pages import SETTINGS_ATTR, SOURCES_ATTR, Page, discover, template_dirs
 from report.pages.hardware import BASELINE_ATTR
 
-RESULTS_NAME = "results.parquet"
-DATA_NAMES = (RESULTS_NAME, "results.csv.gz")   # write_table's, in the site's data/
+RESULTS_NAME = store.RESULTS
+DATA_NAMES = (store.RESULTS, store.RESULTS_CSV)   # write_table's, in the site's data/
 ASSETS = ("assets/vega.js", "assets/style.css")
 COMPARISON_NAME = "baseline_comparison.csv"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -197,14 +200,16 @@ def _size(path: Path) -> str:
 
 def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, baseline: pd.DataFrame | None = None,
           tolerance: float = TOLERANCE, include_overrides: bool = False, history: History | None = None,
-          within: Path | None = None, baseline_hardware: str | None = None, figures: Path | None = None) -> Path:
+          within: Path | None = None, baseline_hardware: str | None = None, figures: Path | None = None,
+          settings: dict[str, str] | None = None, sources: list[Path] | None = None) -> Path:
     """Write the site for ``table`` (compared with ``baseline`` if given; with the History page when ``history``
     is given) under ``out``; return index.html's path.
 
     ``include_overrides``: keep device_override points in the generation speedups, hardware comparison and headline
     findings. ``baseline_hardware``: the hardware the Hardware comparison page compares with (None: the one with the
     most ok points). ``figures``: a directory to write every chart into as SVG and PNG (vl_convert, offline) and
-    every table a page links as a download (CSV, LaTeX) too.
+    every table a page links as a download (CSV, LaTeX) too. ``settings`` (--slo ...) and ``sources`` (the
+    directories the table was found in): for the pages, as table.attrs (SETTINGS_ATTR, SOURCES_ATTR).
     ``within``: the directory (``out`` or one above it: the sweep directory) no symbolic link inside which is
     written through (files.own_directories); files.InTheWay, before anything is written, for a file or directory
     where the site puts the other, or for files it would replace in a directory it did not write (not_a_site).
@@ -214,6 +219,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
     comparison = compare(table, normalize(baseline), tolerance) if baseline is not None else None
     marked = overrides.mark(table, include_overrides)
     marked.attrs[BASELINE_ATTR] = baseline_hardware   # read by the pages that compare hardware
+    marked.attrs[SETTINGS_ATTR], marked.attrs[SOURCES_ATTR] = dict(settings or {}), list(sources or [])
     pages = [p for p in (pages if pages is not None else discover())
              if p.applies(marked) and (comparison is not None or not p.needs_baseline)
              and (history is not None or not p.needs_history)]
@@ -250,7 +256,7 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
             "nav": [{"href": p.filename, "title": p.title, "slug": p.slug} for p in pages],
             "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "sweep_names": sorted(map(str, table["sweep"].dropna().unique())),
-            "n_failed": int((~table["status"].eq("ok")).sum()),
+            "n_failed": int((~table["status"].isin(SETTLED)).sum()),
             "data_links": data_links,
             "comparison_link": comparison_link,
         }
@@ -264,14 +270,21 @@ def build(table: pd.DataFrame, out: Path, pages: list[Page] | None = None, basel
                 html = env.get_template(page.template).render(**{**common, **extra}, page=page, charts=charts)
             if page.slug == "index":
                 written.result()   # raises files.WriteFailed if the data could not be written
-            for name, text in page.files(table).items():   # the tables the page links to
-                files.write_text(out / "data" / name, text)
-                if figures is not None:
-                    files.write_text(Path(figures) / name, text)
-            if figures is not None:
-                write_figures(charts, Path(figures), page.slug)
+            _page_files(page, table, charts, Path(out), figures)
             files.write_text(out / page.filename, html)
     return out / "index.html"
+
+
+def _page_files(page: Page, table: pd.DataFrame, charts: list, out: Path, figures: Path | None) -> None:
+    """The tables the page links to, in the site's data/; with `figures` there too, with its charts drawn."""
+    for name, text in page.files(table).items():
+        files.write_text(out / "data" / name, text)
+        if figures is not None:
+            files.write_text(Path(figures) / name, text)
+    if figures is not None:
+        write_figures(charts, Path(figures), page.slug)
+        files.write_text(Path(figures) / FIGURES_STAMP, "figures written by accelsweep (report.build --figures), "
+                         "which replaces them when it writes them again\n")
 
 
 PNG_SCALE = 2   # pixels per chart unit: sharp enough to print
@@ -315,6 +328,22 @@ def out_problem(out: Path, inputs: Iterable[Path | str], name: str = "--out") ->
     return None
 
 
+def _setting_args(ap: argparse.ArgumentParser) -> dict[str, str]:
+    """The workload pages' own options (Page.settings), added to the command line; option -> setting."""
+    options = {option: (name, text) for page in discover() for option, (name, text) in page.settings.items()}
+    for option, (name, text) in options.items():
+        ap.add_argument(option, dest=name, metavar="S" if option.endswith("-s") else "VALUE", help=text)
+    return {option: name for option, (name, _) in options.items()}
+
+
+def _settings(ap: argparse.ArgumentParser, args: argparse.Namespace, names: dict[str, str]) -> dict[str, str]:
+    """The settings given, checked by every page that reads them (an error, exit status 2, names the bad value)."""
+    given = {name: value for name in names.values() if (value := getattr(args, name)) is not None}
+    if problems := [why for page in discover() for why in page.settings_problems(given)]:
+        ap.error("; ".join(problems))
+    return given
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=progress.prog("report.build"), description=__doc__.splitlines()[0])
     ap.add_argument("inputs", nargs="*", default=["runs"],
@@ -340,13 +369,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--figures", type=Path, metavar="DIR",
                     help="also write every chart as SVG and PNG, and every comparison table as CSV and LaTeX "
                          "(booktabs), into DIR: figures for a paper (rendered offline by vl_convert)")
+    names = _setting_args(ap)
     args = ap.parse_args(argv)
+    settings = _settings(ap, args, names)
     if not args.tolerance >= 0:
         ap.error(f"--tolerance must be >= 0, got {args.tolerance}")
     if why := (out_problem(args.out, [*args.inputs, *(args.baseline or [])])
                or files.output_problem(args.out, "--out", directory=True)
                or (args.figures is not None and (out_problem(args.figures, [*args.inputs, *(args.baseline or [])], "--figures")
-                                                 or files.output_problem(args.figures, "--figures", directory=True)))):
+                                                 or files.output_problem(args.figures, "--figures", directory=True)
+                                                 or foreign_figures(args.figures)))):
         ap.error(why)
     try:
         runs = load_runs(args.inputs)
@@ -362,13 +394,16 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no points found in {', '.join(map(str, args.inputs))} (no {RESULTS_NAME} with rows, directly or "
                  "one directory down); --allow-empty builds an empty report")
     if table.empty:
-        print("warning: no points found; building an empty report", file=sys.stderr)
+        print("warning: no points found; building an empty report"
+              + (f" (--baseline-hardware {args.baseline_hardware}: nothing to compare with it)"
+                 if args.baseline_hardware is not None else ""), file=sys.stderr)
     if baseline is not None and baseline.empty:
         print("warning: the baseline has no points; nothing can be compared", file=sys.stderr)
     try:
         index = build(table, args.out, baseline=baseline, tolerance=args.tolerance,
                       include_overrides=args.include_overrides, history=history,
-                      baseline_hardware=args.baseline_hardware, figures=args.figures)
+                      baseline_hardware=args.baseline_hardware, figures=args.figures, settings=settings,
+                      sources=[f.parent for f in find_inputs(args.inputs)])
     except files.InTheWay as exc:   # found before anything is written
         ap.error(str(exc))
     except files.WriteFailed as exc:

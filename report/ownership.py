@@ -27,3 +27,15 @@ def not_a_site(out: Path, names: list[str]) -> list[str]:
                 and not any((out / p).is_symlink() for p in Path(name).parents if p != Path(".")))
 
     return [n for n in names if replaced(n)]
+
+
+FIGURES_STAMP = ".accelsweep-figures"
+
+
+def foreign_figures(folder: Path) -> str | None:
+    """Why report.build --figures may not write into `folder`: it holds files accelsweep did not write there (no
+    FIGURES_STAMP), whose names a figure could take. None for a new or empty folder, or one it wrote."""
+    if not folder.is_dir() or (folder / FIGURES_STAMP).is_file() or not any(folder.iterdir()):
+        return None
+    return (f"--figures {folder} holds files that report.build did not write there (it has no {FIGURES_STAMP}): a "
+            "figure could replace one of yours; give a new or empty directory")

@@ -91,9 +91,14 @@ def _problems(make_cfg, *overrides: str) -> list[str]:
     return plan.make_point(make_cfg(*over), over).problems
 
 
-def test_the_plan_refuses_what_endpoint_only_hardware_cannot_run(make_cfg, texts):
+def test_the_plan_refuses_what_endpoint_only_hardware_cannot_run(make_cfg, texts, monkeypatch):
     serving = ("workload=serving", "workload.engine=sambanova", f"workload.dataset={texts}")
+    monkeypatch.delenv("SAMBANOVA_API_KEY", raising=False)
+    assert any("needs a key in the environment variable SAMBANOVA_API_KEY, which is not set" in p
+               for p in _problems(make_cfg, *serving))
+    monkeypatch.setenv("SAMBANOVA_API_KEY", "test-key")
     assert _problems(make_cfg, *serving) == []
+    assert any("energy=nvml reads a local device" in p for p in _problems(make_cfg, *serving, "energy=nvml"))
     assert any("hardware=sn40l is endpoint-only (reached through its hosted API): its points run workload=serving"
                in p for p in _problems(make_cfg, "workload=inference"))
     assert any("cards=2 on endpoint-only hardware=sn40l" in p for p in _problems(make_cfg, *serving, "cards=2"))

@@ -267,6 +267,14 @@ def test_figures_for_a_paper(tmp_path, capsys):
     assert f'href="data/{csv.name}"' in page and (tmp_path / "site" / "data" / csv.name).read_text() == csv.read_text()
     # mi300x's points did not reach the noise target: its 4 comparisons are said to be uncertain beyond the interval
     assert "4 of 12 compared configurations involve a point that" in page
+    assert main([str(runs), "--out", str(tmp_path / "site"), "--figures", str(figs)]) == 0   # its own, again
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "index-hardware-overview.svg").write_text("my drawing")
+    with pytest.raises(SystemExit):
+        main([str(runs), "--out", str(tmp_path / "site"), "--figures", str(mine)])
+    assert "did not write there" in capsys.readouterr().err and (mine / "index-hardware-overview.svg").read_text() == \
+        "my drawing"
 
 
 def test_configurations_that_differ_only_beyond_the_labels_get_rows_of_their_own(tmp_path):

@@ -223,6 +223,18 @@ def test_injection_factors():
             inject.factors(bad)
 
 
+def test_injection_problems_name_a_bad_logit_noise_and_an_unknown_hardware(monkeypatch):
+    known = {"cpu", "h100"}
+    monkeypatch.setenv(inject.LOGIT_ENV, "cpu/bf16=0.5")
+    monkeypatch.setenv(inject.ENV, "h100=1.25")
+    assert inject.problems(known) == []
+    monkeypatch.setenv(inject.LOGIT_ENV, "cpu=abc")
+    assert "must be <hardware name>[/<precision>]=<nats>" in inject.problems(known)[0]
+    monkeypatch.setenv(inject.LOGIT_ENV, "cpux=0.5")
+    assert inject.problems(known) == [f"{inject.LOGIT_ENV} names hardware 'cpux', which no hardware file has "
+                                      "(known: cpu, h100)"]
+
+
 def test_slowed_device_stretches_the_time_between_synchronizations(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(inject.time, "perf_counter", lambda: clock[0])

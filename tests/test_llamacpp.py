@@ -101,3 +101,11 @@ def test_llamacpp_inference_and_serving_sweeps_give_ok_gated_records(tmp_path):
     while _llamacpp_servers() and time.time() < end:
         time.sleep(0.5)
     assert not _llamacpp_servers()
+
+
+def test_a_model_llama_cpp_cannot_write_is_refused_at_plan_time(make_cfg):
+    from tests.helpers import problems
+
+    for wl in ("inference", "serving"):
+        found = problems(make_cfg, f"workload={wl}", "workload.engine=llamacpp", "model.config.model_type=gpt2")
+        assert any("engine llamacpp takes llama, mistral models" in p for p in found), found

@@ -85,6 +85,17 @@ def _points(make_cfg, n: int) -> list[Point]:
     return [replace(p, point_id=f"{i:012x}") for i in range(n)]
 
 
+def _states_with_first_record(tmp_path, journal, pts):
+    """The journal closed, its manifest written, an ok record for the first point only: (manifest, status rows)."""
+    journal.close()
+    m = Manifest(tmp_path)
+    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
+    m.add_group(entry, "g", pts, submitted=records.now(), job_id=journal.job, tasks=list(journal.tasks.values()))
+    records.write_point_record(records.record_path(tmp_path / "points", pts[0].point_id), records.make_record(
+        point=pts[0].spec(), status="ok", provenance=records.provenance(start_time=records.now())))
+    return m, {r["point_id"]: r for r in status.point_states(tmp_path, m)}
+
+
 def test_a_local_job_whose_sweep_is_gone_reads_as_cancelled(make_cfg, tmp_path):
     """A sweep killed (SIGKILL) while its points were pending or running leaves them cancelled, not pending."""
     gone = subprocess.Popen(["true"])
@@ -93,13 +104,7 @@ def test_a_local_job_whose_sweep_is_gone_reads_as_cancelled(make_cfg, tmp_path):
     journal = local.Journal(tmp_path, watchdog.identity(tmp_path, pid=gone.pid), pts)
     journal.set(pts[:1], "ok")
     journal.set(pts[1:2], "running", "123")
-    journal.close()
-    m = Manifest(tmp_path)
-    entry = m.begin(pts, cluster={"name": "local", "kind": "local"}, argv=["x"])
-    m.add_group(entry, "g", pts, submitted=records.now(), job_id=journal.job, tasks=list(journal.tasks.values()))
-    records.write_point_record(records.record_path(tmp_path / "points", pts[0].point_id), records.make_record(
-        point=pts[0].spec(), status="ok", provenance=records.provenance(start_time=records.now())))
-    rows = {r["point_id"]: r for r in status.point_states(tmp_path, m)}
+    m, rows = _states_with_first_record(tmp_path, journal, pts)
     assert [rows[p.point_id]["state"] for p in pts] == ["ok", "cancelled", "cancelled"]
     assert rows[pts[1].point_id]["detail"].startswith("the sweep's process ended (killed) before this point finished")
     assert local.SCHEDULER.log_paths(tmp_path, journal.tasks[pts[1].point_id])[0] == \
@@ -122,6 +127,16 @@ def test_a_running_local_job_reads_as_running_and_its_waiting_points_as_pending(
         fh.write('{"task": "torn')   # a line cut short by a crash of the writer
     assert {s["state"] for s in local.SCHEDULER.poll(tmp_path, list(journal.tasks.values())).values()} == {"ok"}
     journal.close()
+
+
+def test_a_point_whose_job_ended_ok_but_whose_record_is_gone_is_no_record(make_cfg, tmp_path):
+    """The journal says ok, the record was deleted since: not counted ok (nothing of it is left to report)."""
+    pts = _points(make_cfg, 2)
+    journal = local.Journal(tmp_path, watchdog.identity(tmp_path), pts)
+    journal.set(pts, "ok")
+    m, rows = _states_with_first_record(tmp_path, journal, pts)
+    assert [rows[p.point_id]["state"] for p in pts] == ["ok", status.MISSING]
+    assert "record.json is not there" in rows[pts[1].point_id]["detail"]
 
 
 # --------------------------------------------------------------------------- status after a local cancel

@@ -232,6 +232,8 @@ def test_out_that_is_a_file(tmp_path, capsys):
     (tmp_path / "out").write_text("")
     rc, err = _cli(capsys, aggregate.main, str(tmp_path), "--out", str(tmp_path / "out"))
     assert rc == 2 and "is a file; give a directory" in err
+    rc, err = _cli(capsys, aggregate.main, str(tmp_path / "out"))   # no --out: the input is where it would go
+    assert rc == 2 and "the first directory given (no --out)" in err and "--out" not in err.split("(no --out)")[1]
     aggregate.main([str(tmp_path)])
     rc, err = _cli(capsys, build_main, str(tmp_path), "--out", str(tmp_path / "out"))
     assert rc == 2 and "is a file; give a directory" in err

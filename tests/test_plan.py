@@ -64,6 +64,16 @@ def test_accelerator_points_checked_against_this_machine(make_cfg):
     assert plan.make_point(make_cfg("hardware=h100", "device_override=cpu"), []).problems == []
 
 
+def test_a_missing_device_named_by_device_override_is_blamed_on_it(make_cfg):
+    from jobs.devices import local_device_count
+
+    if local_device_count("rocm"):
+        pytest.skip("this machine has a ROCm device")
+    problems = plan.make_point(make_cfg("device_override=rocm"), []).problems   # hardware=cpu
+    assert any(p.startswith("device_override=rocm needs 1 rocm device(s)") and "or drop device_override" in p
+               for p in problems), problems
+
+
 def test_more_nodes_than_cluster_allows(make_cfg):
     cfg = make_cfg("hardware=h100", "cards=16", "device_override=cpu")
     problems = plan.make_point(cfg, []).problems

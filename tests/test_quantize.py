@@ -305,6 +305,10 @@ def test_downstream_tasks_are_checked_at_plan_time(make_cfg, tmp_path):
     assert ok == ([] if importlib.util.find_spec("lm_eval") else
                   [("workload.downstream.tasks=['my_mc', 'other'] needs lm-evaluation-harness: pip install "
                    "'accelsweep[task-eval]'")])
+    (tmp_path / "gone.yaml").write_text("task: gone\ndataset_kwargs: {data_files: {test: /nonexistent/q.jsonl}}\n")
+    assert ("workload.downstream.tasks: 'gone' reads /nonexistent/q.jsonl, which does not exist (its data files must "
+            "be local: nothing is downloaded)") in problems(make_cfg, "workload.downstream.tasks=[gone]",
+                                                            f"workload.downstream.task_dir={tmp_path}")
     base = plan.point_id(make_cfg("workload=quantize"))
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.limit=5")) == base   # no tasks
     assert plan.point_id(make_cfg("workload=quantize", "workload.downstream.tasks=[my_mc]")) != base

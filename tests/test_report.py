@@ -414,6 +414,12 @@ def test_overview_degenerate_tables_and_versions(table, tmp_path):
     assert "No scaling efficiency" in index and "No generation speedup" in index
     # hardware and software covered, from the provenance columns analysis.aggregate flattens
     assert "<th>torch</th><th>transformers</th>" in index and "<th>device</th>" in index
+    # the image a point ran in, beside the versions (jobs.containers)
+    boxed = one.assign(container="/scratch/img.sqfs", container_digest="sha256:ab12", container_runtime="charliecloud 0.31")
+    boxed_index = (build(boxed, tmp_path / "boxed").parent / "index.html").read_text()
+    assert "<th>image</th><th>image digest</th><th>container runtime</th>" in boxed_index
+    assert "<td>/scratch/img.sqfs</td><td>sha256:ab12</td><td>charliecloud 0.31</td>" in boxed_index
+    assert "<th>image</th>" not in index
     bare = one.drop(columns=["device_name", "torch_version", "transformers_version", "git_commit"])
     bare_index = (build(bare, tmp_path / "bare").parent / "index.html").read_text()
     assert "no device or software versions recorded" in bare_index

@@ -108,6 +108,8 @@ def test_an_inference_record_from_before_metric_sets_reads_into_the_same_row():
         assert [row.pop(f"scaling_efficiency_{e}") for e in ("lo", "hi")] == [own, own]
         assert [row.pop(f"speedup_vs_previous_{e}") for e in ("lo", "hi")] == [None, None]
     assert all(row.pop("superlinear") is False for row in rows)
+    # the container's runtime and digest (jobs.containers): none recorded then
+    assert all([row.pop("container_runtime"), row.pop("container_digest")] == [None, None] for row in rows)
     assert rows == json.loads((DATA / "rows_before_metric_sets.json").read_text())
 
 

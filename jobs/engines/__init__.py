@@ -78,7 +78,7 @@ def resolve(cfg: dict[str, Any]) -> tuple[str, str | None]:
 
 def check(name: str, precision: str, device: str, *, options: dict[str, Any] | None = None,
           cards: int | None = None, cards_per_node: int | None = None,
-          hardware: dict[str, Any] | None = None) -> list[str]:
+          hardware: dict[str, Any] | None = None, model_type: str | None = None) -> list[str]:
     """Plan-time problems of running engine `name` (cheap: imports no engine).
 
     `options` is the engine's block of the workload config; `cards` and
@@ -117,7 +117,16 @@ def check(name: str, precision: str, device: str, *, options: dict[str, Any] | N
                             f"{', '.join(map(str, fit[:4]))}")
     if spec.check:
         problems += spec.check(precision, device, options or {}, cards)
-    return problems
+    return problems + model_type_problems(name, model_type)
+
+
+def model_type_problems(name: str, model_type: str | None) -> list[str]:
+    """An engine that takes only some architectures (Spec.model_types), asked for another."""
+    takes = ENGINES[name].model_types
+    if not takes or model_type is None or model_type in takes:   # None: not known here
+        return []
+    return [f"engine {name} takes {', '.join(takes)} models (model_type); this model's model_type is {model_type!r}: "
+            "use another engine (hf takes every architecture transformers builds)"]
 
 
 def tasks(name: str) -> Ranks:

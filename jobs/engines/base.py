@@ -64,6 +64,7 @@ class Spec:
     serve: Launch | None = None
     serve_options: Mapping[str, Any] = field(default_factory=dict)     # workload.<name> of workload=serving
     never_ran: str = ""            # why it never ran on this project's machines, and what it would take
+    model_types: tuple[str, ...] = ()   # the models' `model_type`s it takes, where it cannot take any
 
 
 @dataclass

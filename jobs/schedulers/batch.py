@@ -139,7 +139,7 @@ class BatchScheduler(Scheduler):
                 name, chunk = mine[0]
                 tasks = by_task(chunk, k)
                 out.print(self.script(task_resources(chunk[0].resources, tasks), len(tasks), name, sweep_dir,
-                                      cluster), markup=False, highlight=False)
+                                      cluster), markup=False, highlight=False, soft_wrap=True)   # copyable
             if len(mine) > 1:
                 out.print(f"... and {len(mine) - 1} more array(s) like it: "
                           + ", ".join(f"{name} ({len(chunk)})" for name, chunk in mine[1:]), markup=False)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs import files, records, watchdog
+from jobs import conf, files, records, watchdog
 from jobs.devices import _ranges
 from jobs.plan import PROCESS_KEYS, Point, Resources, worker_key
 from jobs.point import CORES_SHARED_ENV, failure_record, run_point, run_points
@@ -327,10 +327,13 @@ class _LocalRun:
         status = self.status.values()
         cancelled = sum(s == "cancelled" for s in status)
         inaccurate = sum(s == "inaccurate" for s in status)   # measured, but failed the accuracy gate
-        failed = sum(s not in ("ok", "cancelled", "inaccurate") for s in status)
-        text = f"ok {len(self.status) - failed - cancelled - inaccurate} · failed {failed}"
+        skipped = sum(s == "skipped" for s in status)   # past a load series' saturation, as asked
+        failed = sum(s not in ("ok", "cancelled", "inaccurate", "skipped") for s in status)
+        text = f"ok {len(self.status) - failed - cancelled - inaccurate - skipped} · failed {failed}"
         if inaccurate:
             text += f" · inaccurate {inaccurate}"
+        if skipped:
+            text += f" · skipped {skipped}"
         if cancelled or self.stopping:
             text += f" · cancelled {cancelled}"
         return text + (f" · not started {self.pending()}" if self.stopping
@@ -340,7 +343,7 @@ class _LocalRun:
         self.status[point.point_id] = st
         self.journal.set([point], st)
         self.progress.console.print(f"[{len(self.status)}/{self.total}] {st:<9} {point.point_id}  {point.label}  "
-                                    f"({elapsed:.1f} s)")
+                                    f"({elapsed:.1f} s)", markup=False, highlight=False)   # a label's [a,b]
         self.progress.update(self.bar, advance=1)
 
     def begins(self, point: Point) -> None:
@@ -348,7 +351,7 @@ class _LocalRun:
         n = self.numbers.setdefault(point.point_id, len(self.numbers) + 1)
         if not self.out.is_terminal:
             self.progress.console.print(f"[{n}/{self.total}] started   {point.point_id}  {point.label}  "
-                                        f"({time.strftime('%H:%M:%S')})")
+                                        f"({time.strftime('%H:%M:%S')})", markup=False, highlight=False)
 
     # --- starting a worker
     def own_cores(self, pts: list[Point]) -> tuple[int, ...]:
@@ -521,6 +524,12 @@ class Local(Scheduler):
         the workers that run at once."""
         return cores_in_flight(groups, int(cluster.get("max_parallel") or 1))
 
+    def describe_site(self, name: str) -> str:
+        """This machine as a cluster file: the shipped local one (a point at a time) under `name`."""
+        shipped = (conf.SHIPPED / "cluster" / "local.yaml").read_text()
+        return (f"# {os.uname().nodename}: {len(_machine_cores())} cores; python -m jobs.cluster init --kind local\n"
+                + shipped.replace("\nname: local\n", f"\nname: {name}\n", 1))
+
     def submit(self, sub: Submission) -> Outcome:
         """Run the points here (run()), then sub.report in this process."""
         statuses: dict[str, str] = {}
@@ -551,7 +560,7 @@ class Local(Scheduler):
                 continue
             mine = [s.states[jid]] if jid != job else list(s.states.values())
             state = next((a for a in ("running", "pending") if a in mine), None) or \
-                next((a for a in mine if a != "ok"), "ok")
+                next((a for a in mine if a not in records.SETTLED), "ok")
             gone = state in ACTIVE and not s.running()
             out[jid] = {"state": "cancelled" if gone else state, "native": "SWEEP_GONE" if gone else state.upper(),
                         "exit_code": "", "elapsed": "", "nodes": s.owner.get("host") or ""}

@@ -85,6 +85,15 @@ def lengths(wl: Config) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def longest_request(wl: Config) -> int | None:
+    """Tokens of the longest request a random-id serving load sends (prompt and output): a conversation's last
+    turn holds the prefix, every turn's prompt and every answer. None where a dataset or trace sets the lengths."""
+    if wl.get("dataset") or wl.get("mode") == "trace":
+        return None
+    inp, out = lengths(wl)
+    return int(wl.get("prefix_tokens") or 0) + int(wl.get("turns") or 1) * (inp + out)
+
+
 def length_problems(wl: Config, options: dict[str, Any]) -> list[str]:
     """A `shape` and a length that says otherwise: refused, since shape would win silently. A length at its
     default cannot be told from one not given, so only a length set to another value conflicts."""
@@ -205,6 +214,11 @@ class Workload(ABC):
         """Whether a preempted or timed-out job of this point is requeued (it continues from a checkpoint)."""
         return False
 
+    def incomplete(self, record: dict[str, Any], point_dir: Path) -> str | None:
+        """Why an ok record is not whole (a file it keeps beside it is gone), so that a resumed sweep measures its
+        point again; None where it is."""
+        return None
+
     def pages(self) -> list[Any]:
         """Its own report pages (report.pages.Page): the `report` module's PAGE; none without one."""
         return [importlib.import_module(self.report).PAGE] if self.report else []
@@ -217,7 +231,7 @@ class Workload(ABC):
 
 class Package(Workload):
     """A workload whose hooks are the functions of the same names in its package (`check`, `params`, `run`,
-    `tasks`; `identity`, `resolve` and `requeue` where it defines them, else Workload's), declared in one line at
+    `tasks`; `identity`, `resolve`, `requeue` and `incomplete` where it defines them, else Workload's), declared in one line at
     the package's end: `WORKLOAD = Package(__name__, METRICS, OPTIONS)`. Its report page is the package's
     `report` module (report=False: none)."""
 
@@ -256,3 +270,7 @@ class Package(Workload):
     def requeue(self, cfg: Config) -> bool:
         own = self._hook("requeue")
         return own(cfg) if own else super().requeue(cfg)
+
+    def incomplete(self, record: dict[str, Any], point_dir: Path) -> str | None:
+        own = self._hook("incomplete")
+        return own(record, point_dir) if own else super().incomplete(record, point_dir)

@@ -54,6 +54,15 @@ def _no_files(table: pd.DataFrame) -> dict[str, str]:
     return {}
 
 
+def _no_problems(settings: dict[str, Any]) -> list[str]:
+    return []
+
+
+# table.attrs keys report.build sets for the pages: the build's settings for workload pages (report.build --slo ...:
+# {setting: the text given}), and the directories its inputs were found in (a sweep's files beside its table).
+SETTINGS_ATTR, SOURCES_ATTR = "build_settings", "input_dirs"
+
+
 # Tables on a page list at most this many rows; the data/ downloads hold every point.
 MAX_ROWS = 200
 
@@ -80,6 +89,10 @@ class Page:
     # {file name: text} of the tables the page links to (CSV, LaTeX): written into the site's data/ folder, and with
     # report.build --figures into that folder too
     files: Callable[[pd.DataFrame], dict[str, str]] = field(default=_no_files)
+    # what is wrong with report.build's settings (SETTINGS_ATTR) for this page, checked before anything is written
+    settings_problems: Callable[[dict[str, Any]], list[str]] = field(default=_no_problems)
+    # report.build's options for this page: option -> (setting name in SETTINGS_ATTR, help)
+    settings: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def filename(self) -> str:

@@ -8,6 +8,7 @@ import pandas as pd
 
 from jobs import workloads
 from jobs.metrics import declared
+from jobs.records import SETTLED
 from report.pages import Page, label
 
 MAX_FAILURES = 50  # each carries a log tail of up to 40 lines
@@ -23,7 +24,7 @@ def _text(value: Any) -> str | None:
 def context(table: pd.DataFrame) -> dict[str, Any]:
     if table.empty or "status" not in table:
         return {"failures": [], "n_failures": 0, "kinds": []}
-    bad = table[~table["status"].eq("ok")]
+    bad = table[~table["status"].isin(SETTLED)]
     kinds = (bad.assign(error_type=bad["error_type"].fillna("—") if "error_type" in bad else "—")
              .groupby(["status", "error_type"]).size().sort_values(ascending=False))
     failures = []

@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 TYPES = {"fp32": "F32", "fp16": "F16", "bf16": "BF16", "int8": "Q8_0", "int4": "Q4_0"}   # precision -> GGUF type
-ARCHITECTURES = ("llama", "mistral")
-VERSION = 2   # of what write() puts in a file: a change makes new cache entries   # written as GGUF's `llama` architecture, as convert_hf_to_gguf.py does
+ARCHITECTURES = ("llama", "mistral")   # written as GGUF's `llama` architecture, as convert_hf_to_gguf.py does
+VERSION = 2   # of what write() puts in a file: a change makes new cache entries
 
 
 def gguf_type(precision: str) -> str:

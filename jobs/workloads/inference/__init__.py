@@ -69,7 +69,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
     engine = engines.resolve(cfg)[0]
     problems = engines.check(engine, cfg["precision"]["name"], device, options=wl.get(engine) or {},
                              cards=cfg["cards"], cards_per_node=cfg["hardware"]["cards_per_node"],
-                             hardware=cfg["hardware"])
+                             hardware=cfg["hardware"], model_type=cfg["model"]["config"].get("model_type"))
     try:
         inp, out = lengths(wl)
     except (TypeError, ValueError) as exc:
