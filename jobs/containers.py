@@ -112,11 +112,26 @@ def problems(value: Any, where: str) -> list[str]:
         else:
             out += [f"{where}.options: {o!r} is two words in one item; give one argument per item: "
                     + ", ".join(map(repr, o.split(None, 1))) for o in v or () if _TWO_WORDS.match(o)]
+            out += [f"{where}.options: {o!r}: options reach the runtime as written, not through the shell, so "
+                    f"{m[0]} would not be expanded; give its value" for o in v or () if (m := _VARIABLE.search(o))]
     return out
+
+
+def workdir_problems(c: str | Container | None, workdir: str, where: str) -> list[str]:
+    """Once the sweep directory is known: it is bound into the image at its own path, before the setting's binds."""
+    if not isinstance(c, Container):
+        return []
+    if "," in workdir or ":" in workdir:
+        return [f"{where}: the sweep directory {workdir} holds ',' or ':', at which the runtimes split their bind "
+                "lists; give a sweep.runs_dir and sweep.name without them"]
+    return [f"{where}.binds: {src}:{dst} would be mounted over the sweep directory {workdir} and hide its records; "
+            "bind it elsewhere" for src, dst in map(_pair, c.binds)
+            if src != workdir and (dst == workdir or workdir.startswith(dst.rstrip("/") + "/"))]
 
 
 _PYTHON = re.compile(r"[\w.+-]+|/\S+")
 _TWO_WORDS = re.compile(r"-[^\s=]*\s")   # `--bind /x` as one item: the runtime gets one argument
+_VARIABLE = re.compile(r"\$(\w+|\{[^}]*\}?)")   # $HOME, ${SCRATCH}: the job's shell never sees it
 _RUNTIME_WORDS = {*RUNTIMES, "singularity", *(rt.binary for name, rt in RUNTIMES.items() if name != "enroot")}
 _OPERATORS = set("();<>|&`")   # the shell would end, redirect or background the command there
 

@@ -570,6 +570,13 @@ def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
     return sl
 
 
+def container_workdir_problems(points: list[Point], sweep_dir: Path) -> list[tuple[str, str]]:
+    """containers.workdir_problems for each point, once the sweep directory is known."""
+    workdir = str(Path(sweep_dir).resolve())
+    return [(p.label, why) for p in points if p.resources
+            for why in containers.workdir_problems(p.resources.container, workdir, _container_origin(p.cfg))]
+
+
 def _container_origin(cfg: dict[str, Any]) -> str:
     """The setting the point's container comes from (site_slurm's order: per hardware, cluster, hardware file)."""
     hw = cfg["hardware"]["name"]

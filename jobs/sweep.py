@@ -116,8 +116,8 @@ def _plan(configs: list[tuple[list[str], dict[str, Any]]]) -> _Sweep:
     slowed = inject.factors()
     active, earlier = _queued(Manifest(sweep_dir))
     todo, measured, busy = submit.split_measured(here, sweep_dir, force=first["force"], active=active)
-    if unwritable := submit.unwritable(todo, sweep_dir):   # found before anything is measured
-        raise plan.SweepRejected(unwritable)
+    if unwritable := submit.unwritable(todo, sweep_dir) + plan.container_workdir_problems(todo, sweep_dir):
+        raise plan.SweepRejected(unwritable)   # found before anything is measured
     sw = _Sweep(points, first, sched, sweep_dir, here, bounds, slowed, active, earlier, todo, measured, busy,
                 plan.groups(todo))
     if sw.groups:

@@ -94,11 +94,32 @@ def test_binds_go_beside_the_sweep_directory(make_cfg, tmp_path):
     ("'apptainer exec img.sif # c'", "holds a shell operator or comment outside quotes"),
     ("charliecloud", "'charliecloud' is a runtime alone"),
     ("{runtime:apptainer,image:'docker://x',options:['--env=PGPASSWORD=abc']}", "'--env=PGPASSWORD=<redacted>' sets"),
+    ("{runtime:apptainer,image:'docker://x',options:['--env=DATA=$SCRATCH/d']}", "so $SCRATCH would not be expanded"),
 ])
 def test_bad_container_settings_are_refused_at_plan_time(make_cfg, setting, message):
     with pytest.raises(plan.SweepRejected) as err:
         plan.plan([([], make_cfg("cluster=localslurm", f"++cluster.slurm.container={setting}"))])
     assert message in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("sweep_dir, binds, message", [
+    ("/scratch/a,b/sweep", "[/tmp]", "the sweep directory /scratch/a,b/sweep holds ',' or ':'"),
+    ("/scratch/a:b/sweep", "[/tmp]", "holds ',' or ':'"),
+    ("/scratch/sweep", "['/tmp:/scratch']", "/tmp:/scratch would be mounted over the sweep directory /scratch/sweep"),
+    ("/scratch/sweep", "['/tmp:/scratch/sweep/']", "/tmp:/scratch/sweep would be mounted over the sweep directory"),
+    ("/scratch/sweep", "['/tmp:/']", "/tmp:/ would be mounted over"),
+])
+def test_a_sweep_directory_the_container_cannot_bind_is_refused(make_cfg, sweep_dir, binds, message):
+    points = plan.plan([([], make_cfg("cluster=localslurm", _container("apptainer", "docker://x", binds=binds)))])
+    problems = plan.container_workdir_problems(points, Path(sweep_dir))
+    assert [where for where, _ in problems] == [points[0].label], problems
+    assert message in problems[0][1] and "cluster.slurm.container" in problems[0][1], problems
+
+
+def test_a_bind_beside_or_of_the_sweep_directory_itself_is_accepted(make_cfg):
+    binds = "['/usr:/data','/tmp','/usr:/tmp/models','/usr:/tmpx']"   # sweep directory /tmp
+    points = plan.plan([([], make_cfg("cluster=localslurm", _container("apptainer", "docker://x", binds=binds)))])
+    assert plan.container_workdir_problems(points, Path("/tmp")) == []
 
 
 def test_an_image_is_recorded_by_its_absolute_path_and_suits_its_runtime(make_cfg, tmp_path, monkeypatch):
