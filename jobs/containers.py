@@ -122,8 +122,8 @@ def workdir_problems(c: str | Container | None, workdir: str, where: str) -> lis
     if not isinstance(c, Container):
         return []
     if "," in workdir or ":" in workdir:
-        return [f"{where}: the sweep directory {workdir} holds ',' or ':', at which the runtimes split their bind "
-                "lists; give a sweep.runs_dir and sweep.name without them"]
+        return [(f"{where}: the sweep directory {workdir} holds ',' or ':', at which the runtimes split their bind "
+                 "lists; give a sweep.runs_dir and sweep.name without them")]
     return [f"{where}.binds: {src}:{dst} would be mounted over the sweep directory {workdir} and hide its records; "
             "bind it elsewhere" for src, dst in map(_pair, c.binds)
             if src != workdir and (dst == workdir or workdir.startswith(dst.rstrip("/") + "/"))]
