@@ -550,23 +550,29 @@ def container_problems(value: Any, where: str) -> list[str]:
     return containers.problems(value, where) + ([f"{found[0]}; {found[1]}"] if found else [])
 
 
-def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The hardware's Slurm settings at this site, most specific first: cluster.per_hardware.<hw>, then
-    cluster.partitions.<hw>, then the cluster-wide `slurm:` block, then the hardware file's `slurm:` block."""
+def _site_layers(cfg: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The hardware's Slurm settings at this site, least specific first, each named by where it is set: the
+    hardware file's `slurm:` block, the cluster-wide `slurm:` block (its setup lines are cluster.setup's), the
+    cluster's time limit, cluster.partitions.<hw>, cluster.per_hardware.<hw>. Only the first counts its nulls."""
     hw, cluster = cfg["hardware"], cfg["cluster"]
-    sl = {**hw["slurm"], **{k: v for k, v in (cluster.get("slurm") or {}).items() if v is not None}}
-    sl["setup"] = hw["slurm"].get("setup") or ()
-    sl["time_limit"] = cluster["time_limit"]
-    partition = (cluster.get("partitions") or {}).get(hw["name"])
-    if partition is not None:
-        sl["partition"] = partition
-    entry = (cluster.get("per_hardware") or {}).get(hw["name"])
-    problems = _check_entry(hw["name"], entry)
-    if problems:
+    name, entry = hw["name"], (cluster.get("per_hardware") or {}).get(hw["name"]) or {}
+    layers = [("cluster.slurm", {k: v for k, v in (cluster.get("slurm") or {}).items() if k != "setup"}),
+              ("cluster", {"time_limit": cluster["time_limit"]}),
+              (f"cluster.partitions.{name}", {"partition": (cluster.get("partitions") or {}).get(name)}),
+              (f"cluster.per_hardware.{name}", {"gres_name" if k == "gres" else k: v for k, v in entry.items()})]
+    return [("hardware.slurm", dict(hw["slurm"])),
+            *((where, {k: v for k, v in block.items() if v is not None}) for where, block in layers)]
+
+
+def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The hardware's Slurm settings at this site, the most specific of _site_layers winning."""
+    name = cfg["hardware"]["name"]
+    if problems := _check_entry(name, (cfg["cluster"].get("per_hardware") or {}).get(name)):
         raise ValueError("; ".join(problems))
-    for key, value in (entry or {}).items():
-        if value is not None:
-            sl["gres_name" if key == "gres" else key] = value
+    sl: dict[str, Any] = {}
+    for _, block in _site_layers(cfg):
+        sl.update(block)
+    sl["setup"] = sl.get("setup") or ()
     return sl
 
 
@@ -574,17 +580,14 @@ def container_workdir_problems(points: list[Point], sweep_dir: Path) -> list[tup
     """containers.workdir_problems for each point, once the sweep directory is known."""
     workdir = str(Path(sweep_dir).resolve())
     return [(p.label, why) for p in points if p.resources
-            for why in containers.workdir_problems(p.resources.container, workdir, _container_origin(p.cfg))]
+            for why in containers.workdir_problems(p.resources.container, workdir, _origin(p.cfg, "container"))]
 
 
-def _container_origin(cfg: dict[str, Any]) -> str:
-    """The setting the point's container comes from (site_slurm's order: per hardware, cluster, hardware file)."""
-    hw = cfg["hardware"]["name"]
-    if ((cfg["cluster"].get("per_hardware") or {}).get(hw) or {}).get("container") is not None:
-        return f"cluster.per_hardware.{hw}.container"
-    if (cfg["cluster"].get("slurm") or {}).get("container") is not None:
-        return "cluster.slurm.container"
-    return "hardware.slurm.container"
+def _origin(cfg: dict[str, Any], key: str) -> str:
+    """Where the point's Slurm setting `key` comes from (e.g. cluster.per_hardware.h100.container)."""
+    where = next(where for where, block in reversed(_site_layers(cfg)) if block.get(key) is not None
+                 or where == "hardware.slurm")
+    return f"{where}.{key}"
 
 
 def resources_for(cfg: dict[str, Any]) -> Resources:
@@ -601,7 +604,7 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
         cpus = hw.get("cores_per_card")
     container = None
     if cluster["kind"] != "local":   # a local point runs in this process's environment: the setting is Slurm's
-        bad = container_problems(sl.get("container"), _container_origin(cfg))
+        bad = container_problems(sl.get("container"), _origin(cfg, "container"))
         if bad:
             raise ValueError("; ".join(bad))
         container = containers.parse(sl.get("container"), conf.device(cfg))
