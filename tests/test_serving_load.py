@@ -189,13 +189,13 @@ def test_latency_stats_agree_with_the_reference_definitions():
 
 def test_every_summary_figure_is_declared():
     told = req(0.1, 0.2, 5)
-    told.cached_tokens = 4
+    told.cached_tokens, told.prefill_s = 4, 0.05   # the prefill: a disaggregated point's router says it
     out = metrics.summary([told], 1.0, 1, metrics.Slo())
     # from the search, the meter, the cluster file's price (jobs.cost, when the record is made), lm-eval's tasks,
-    # the server's counters
+    # the server's counters, the KV connector's directory
     declared = set(metrics.METRICS.names) - {"slo_max_rate_req_s", "energy_j", "tok_per_j", "cost_per_mtok",
                                              "downstream_acc", "prefix_cache_hit_rate", "spec_acceptance_rate",
-                                             "spec_mean_accepted_tokens"}
+                                             "spec_mean_accepted_tokens", "kv_bytes_per_req"}
     figures = set(out) - {"requests", "ok_requests", "failed_requests", "cut_short_requests", *metrics.STREAM}
     figures = {f for f in figures if not f.endswith(("_ci_lo", "_ci_hi"))}
     assert figures == declared

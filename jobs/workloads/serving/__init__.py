@@ -31,8 +31,8 @@ from jobs.workloads.base import (
 )
 
 from . import dataset as datasets
+from . import disagg, requests_file, saturation, traffic
 from . import load as loads
-from . import requests_file, saturation, traffic
 from . import server as servers
 from . import trace as traces
 from .metrics import METRICS, SLO_PRESETS, STREAM, Slo, summary
@@ -143,6 +143,8 @@ def check(cfg: dict[str, Any]) -> list[str]:
     if wl["downstream"]["tasks"] and cfg["model"]["init"] != "pretrained" and not hosted:
         problems.append(f"workload.downstream.tasks={list(wl['downstream']['tasks'])} sends text: the server needs "
                         "the model's tokenizer (model.init=pretrained model.path=DIR); a random-weight model has none")
+    if wl["topology"] == "disaggregated":
+        problems += disagg.problems(wl, int(cfg["cards"]))
     if hosted:
         return problems + _endpoint_problems(cfg, lines)
     launch = engines.SERVED[engine].serve
@@ -253,7 +255,11 @@ def params(cfg: dict[str, Any]) -> dict[str, Any]:
     shape = "dataset" if wl["dataset"] else "trace" if wl["mode"] == "trace" else f"{inp}x{out}"
     limits = slo(wl)
     where = target(cfg)
-    return {"workload": "serving", **config_schema.columns(OPTIONS, wl), "endpoint": where.url,
+    columns = config_schema.columns(OPTIONS, wl)
+    if wl["topology"] == "aggregated":   # an aggregated point has no instances of its own to name
+        columns = {k: v for k, v in columns.items() if k not in ("prefill_instances", "decode_instances",
+                                                                 "kv_connector")}
+    return {"workload": "serving", **columns, "endpoint": where.url,
             "api": where.api if where.url else None,
             "input_tokens": inp, "output_tokens": out, "shape": shape,
             "arrival": wl["arrival"], "slo_ttft_s": limits.ttft_s, "slo_tpot_s": limits.tpot_s,
@@ -270,6 +276,9 @@ def identity(cfg: dict[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in out.items() if k not in ("search_resolution", "search_max_probes")}
     if not (cfg["workload"].get("downstream") or {}).get("tasks"):
         out.pop("downstream", None)
+    if out.get("topology", "aggregated") == "aggregated":   # every point before disaggregation keeps its id
+        out.pop("topology", None)
+        out.pop("disagg", None)
     out = {k: v for k, v in out.items() if not (k in engines.ENGINES and k != out.get("engine"))}
     return _inputs_identity(_traffic_identity(out))
 
@@ -345,7 +354,8 @@ def _server_key(cfg: dict[str, Any]) -> str:
     wl = cfg["workload"]
     return json.dumps(["serving", cfg["model"], cfg["precision"], cfg["cards"], cfg["seed"], conf.device(cfg),
                        wl["engine"], wl["served_name"], wl["server_args"], wl["server_python"], wl.get(wl["engine"]),
-                       _seeded(cfg), _logit_noise(cfg), _own_args(cfg)], sort_keys=True, default=str)
+                       _seeded(cfg), _logit_noise(cfg), _own_args(cfg), wl["topology"], wl["disagg"]], sort_keys=True,
+                      default=str)
 
 
 def _own_args(cfg: dict[str, Any]) -> list[str]:
@@ -360,7 +370,9 @@ def _seeded(cfg: dict[str, Any]) -> bool:
     the gate checks the engine, or the engine cannot draw weights itself (base.Launch.dummy_weights)."""
     launch = _launch(cfg)
     checked = launch.scorer is not None and accuracy.setting(cfg) != "off"
-    return cfg["model"]["init"] != "pretrained" and (checked or not launch.dummy_weights)
+    # disaggregated instances must hold the same weights: one checkpoint, not each its own random draw
+    split = cfg["workload"]["topology"] == "disaggregated"
+    return cfg["model"]["init"] != "pretrained" and (checked or split or not launch.dummy_weights)
 
 
 def _logit_noise(cfg: dict[str, Any]) -> float | None:
@@ -407,8 +419,11 @@ def _server(cfg: dict[str, Any], ctx) -> tuple[servers.Server, float | None]:
     kw, env = server_args(cfg, model_dir, dummy=not _seeded(cfg))
     log = Path(ctx.workdir) / "server.log" if ctx.workdir else None
     try:
-        started = servers.Server.start(cfg["workload"]["engine"], timeout_s=float(cfg["workload"]["startup_timeout_s"]),
-                                       env=env, log=log, **kw)
+        if cfg["workload"]["topology"] == "disaggregated":
+            started = disagg.start(cfg["workload"], kw, env, log and log.parent, disagg.kv_root(ctx.workdir))
+        else:
+            started = servers.Server.start(cfg["workload"]["engine"], env=env, log=log,
+                                           timeout_s=float(cfg["workload"]["startup_timeout_s"]), **kw)
     except BaseException:
         if tmp is not None:
             tmp.cleanup()
@@ -561,10 +576,13 @@ class _Point:
         load = self.traffic.load()
         sampler = servers.Sampler(self.server, _launch(self.cfg).gauges)
         session = measure.Session(self.ctx, noise.Settings(), memory=lambda: None)
+        kv_dir = getattr(self.server, "kv_dir", None)   # a disaggregated point's, where its KV goes through files
+        kv_before = disagg.kv_bytes(kv_dir) if kv_dir else None
         session.start()
         with sampler:
             figures, reqs = self.measured(load)
         gathered = session.finish()
+        figures |= disagg.stored(kv_dir, kv_before)
         self.info.update(sampler.summary())
         self.info["first_request_errors"] = "; ".join(sorted({r.error for r in reqs if r.error})[:3]) or None
         if self.ctx.workdir is not None:
@@ -638,7 +656,8 @@ def split(figures: dict[str, Any]) -> tuple[dict[str, list[float]], dict[str, An
     client's figures; `per_token`, why there is no per-token figure when most requests came merged)."""
     samples = {k: [float(v)] for k, v in figures.items() if v is not None and k in METRICS.names}
     info = {k: v for k, v in figures.items()
-            if k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s", "stream_step_tokens", *STREAM)
+            if k in ("ok_requests", "failed_requests", "cut_short_requests", "window_s", "stream_step_tokens", *STREAM,
+                     "kv_prompts_stored", "kv_bytes_total")
             or k.endswith(("_ci_lo", "_ci_hi")) or k.startswith("client_")}
     if figures.get("per_token_measured") is False:
         info["per_token"] = (f"not measured per token: {figures['merged_requests']} of {figures['ok_requests']} "

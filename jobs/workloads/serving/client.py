@@ -21,6 +21,7 @@ from pathlib import Path
 import httptools
 import orjson
 
+PREFILL_HEADER = b"x-accelsweep-prefill-s"   # router.HEADER: the router is run as a file, so not imported
 MAX_LINE = 4 << 20        # bytes: a stream line longer than this fails its request, not the point
 LAG_PERIOD_S = 0.01       # how often the event loop's lateness is sampled
 
@@ -46,6 +47,7 @@ class Request:
     session: int = 0             # the conversation it belongs to (its index in the load), and its turn there
     turn: int = 0
     answer: list[int] | str | None = None   # what it generated, kept only where a next turn sends it back
+    prefill_s: float | None = None   # a disaggregated point's prefill, as its router timed it (router.HEADER)
 
     @property
     def cut_short(self) -> bool:
@@ -143,6 +145,13 @@ class _Connection(asyncio.Protocol):
         self._end(f"{type(exc).__name__}: {exc}" if exc else CLOSED)
 
     # httptools' callbacks
+    def on_header(self, name: bytes, value: bytes):
+        if name.lower() == PREFILL_HEADER:
+            try:
+                self.req.prefill_s = float(value)
+            except ValueError:
+                pass
+
     def on_headers_complete(self):
         self.status, self.reusable = self.parser.get_status_code(), self.parser.should_keep_alive()
 

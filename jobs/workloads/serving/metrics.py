@@ -24,6 +24,10 @@ _LATENCY = {
     "itl_s": "inter-token latency: the gaps between successive content chunks, over all requests; a chunk of k "
              "tokens (speculative decoding's accepted drafts) counts as k gaps of a k-th of its gap",
     "e2e_s": "end-to-end latency: the request's start to its last chunk",
+    "prefill_s": "`topology=disaggregated`: the prefill instance's part of the TTFT, as the router timed it (the "
+                 "prompt's prefill asked for one token, its KV stored by the connector)",
+    "handoff_s": "`topology=disaggregated`: the rest of the TTFT, ttft_s - prefill_s: the decode instance loading "
+                 "the prompt's KV through the connector and its first step, with the router's two hops",
 }
 
 _METRICS = tuple(
@@ -64,6 +68,10 @@ _METRICS = tuple(
     Metric("spec_mean_accepted_tokens", "tokens", "speculative decoding: tokens per step = 1 + accepted draft "
                                                   "tokens / drafts, over the load (vLLM's mean acceptance length)",
            HIGHER, repeat=PER_POINT, cross_hardware=False, label="tokens per step"),
+    Metric("kv_bytes_per_req", "bytes", "`topology=disaggregated`, `disagg.connector=example`: the KV the prefill "
+                                         "instances stored per prompt over the load (bytes in the connector's "
+                                         "directory / prompts stored)", LOWER, repeat=PER_POINT,
+           cross_hardware=False, label="KV bytes per request"),
     cost_per_mtok("output_tok_s", "output tokens of the ok requests", repeat=PER_POINT),
 )
 
@@ -81,7 +89,8 @@ METRICS = MetricSet(
     work="tokens",
     keys=("engine", "endpoint", "mode", "level", "arrival", "requests", "input_tokens", "output_tokens", "slo",
           "slo_ttft_s", "slo_tpot_s", "search", "turns", "prefix_tokens", "trace", "trace_speedup",
-          "enable_prefix_caching", "speculative"),
+          "enable_prefix_caching", "speculative", "topology", "prefill_instances", "decode_instances",
+          "kv_connector"),
     labels=("engine", "mode"),
     varied=("shape",),
     overview=("ttft_p99_s", "tpot_p99_s", "goodput_req_s"),
@@ -192,6 +201,9 @@ def summary(requests: Sequence[Request], window_s: float, cards: int | None, slo
         out |= _stats("tpot", [tpot(r) for r in ok if r.output_tokens > 1])
         out |= _stats("itl", inter_token(ok))
     out |= _stats("e2e", [r.e2e for r in ok])
+    if split := [r for r in ok if r.prefill_s is not None]:   # a disaggregated point's router timed its prefills
+        out |= _stats("prefill", [r.prefill_s for r in split])
+        out |= _stats("handoff", [r.ttft - r.prefill_s for r in split])
     produced = sum(r.output_tokens for r in ok)
     out["output_tok_s"] = produced / window_s
     out["total_tok_s"] = (produced + sum(r.prompt_tokens for r in ok)) / window_s

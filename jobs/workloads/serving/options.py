@@ -6,6 +6,7 @@ from typing import Any
 from jobs import engines, taskeval
 from jobs.config_schema import Bool, Int, Key, Num, Str
 
+from .disagg import CONNECTORS
 from .load import API_KEY_ENV, APIS, ARRIVALS, MODES
 from .metrics import SLO_PRESETS
 
@@ -57,6 +58,20 @@ OPTIONS: dict[str, Any] = {
     "trace_block_tokens": Int(min=1, null=True, default=None, help=(
         "`mode=trace`: tokens per `hash_ids` block, as the trace was made; `null`: 512 (Mooncake's), or a shipped "
         "trace's own (16 for `mooncake_small`)")),
+    "topology": Str(default="aggregated", choices=("aggregated", "disaggregated"), column=True, help=(
+        "`aggregated`: one server does prefill and decode \\| `disaggregated`: `disagg.prefill` + `disagg.decode` "
+        "vLLM instances on an equal share of the cards each, their KV caches joined by `disagg.connector`, and a "
+        "router in the job that sends each request to a prefill instance (one token) and then to a decode "
+        "instance (jobs/workloads/serving/disagg.py); TTFT is split into the prefill and the handoff after it")),
+    "disagg": {
+        "prefill": Int(min=1, default=1, column="prefill_instances", help="`topology=disaggregated`: prefill instances (the P of xPyD)"),
+        "decode": Int(min=1, default=1, column="decode_instances", help="`topology=disaggregated`: decode instances (the D of xPyD)"),
+        "connector": Str(default="example", choices=tuple(CONNECTORS), column="kv_connector", help=(
+            "the KV connector: " + " \\| ".join(f"`{k}`: {c.note}" for k, c in CONNECTORS.items()))),
+        "kv_dir": Str(null=True, default=None, identity=False, help=(
+            "`connector=example`: the directory the instances store and load KV in (every instance must see it); "
+            "`null`: a folder under the sweep directory's `kv/`, removed with the instances")),
+    },
     "stop_at_saturation": Bool(default=False, identity=False, help=(
         "in a load sweep, skip a series' higher levels once a level is `saturated` (its throughput rose less than "
         "5 % over the level below while its p50 TTFT grew): they would measure the queue, not the server")),

@@ -46,8 +46,10 @@ PER_CARD, PER_USER, GOODPUT, MAX_RATE = "output_tok_s_per_card", "output_tok_s_p
 LATENCY = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s")
 ENGINE_RATES = ("prefix_cache_hit_rate", "cached_prompt_share", "spec_acceptance_rate", "spec_mean_accepted_tokens")
 # A series: one server setting under one kind of load; the load level is the x axis.
-SERIES = ["hardware", "model", "precision", "cards", "engine", "mode", "shape", "turns", "prefix_tokens", "trace",
-          "enable_prefix_caching", "speculative"]
+SERIES = ["hardware", "model", "precision", "cards", "engine", "layout", "mode", "shape", "turns", "prefix_tokens",
+          "trace", "enable_prefix_caching", "speculative"]
+SPLIT = ("prefill_p50_s", "handoff_p50_s", "kv_bytes_per_req")   # a disaggregated point's own figures
+AGGREGATED = "aggregated"
 MODE_AXIS = {"concurrency": "requests in flight", "rate": "requests/s sent"}
 # report.build's options for this page: option -> (its SETTINGS_ATTR key, help)
 SETTINGS = {
@@ -114,8 +116,8 @@ def _ok(table: pd.DataFrame) -> pd.DataFrame:
 
 def _ok_rows(table: pd.DataFrame) -> pd.DataFrame:
     ok = ok_rows(rows_for(table, WORKLOAD), numbers=(TPUT,))
-    cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY, *ENGINE_RATES]
-    ok = ok.assign(**{c: numeric(ok, c) for c in cols})
+    cols = [TPUT, PER_CARD, PER_USER, GOODPUT, MAX_RATE, "level", *LATENCY, *ENGINE_RATES, *SPLIT]
+    ok = ok.assign(**{c: numeric(ok, c) for c in cols}, layout=layout(ok))
     ok = ok.assign(client_bound=client_bound(ok))
     fields = [f for f in SERIES if f in ok and (f in ("hardware", "engine", "mode") or ok[f].nunique() > 1)]
     if not len(ok):
@@ -123,6 +125,41 @@ def _ok_rows(table: pd.DataFrame) -> pd.DataFrame:
     hosted = _endpoint(ok).notna()
     ok = ok.assign(series=label(ok, fields).where(~hosted, label(ok, fields) + " · endpoint"))
     return ok.assign(saturated=_saturated(ok))
+
+
+def layout(rows: pd.DataFrame) -> pd.Series:
+    """`aggregated`, or a disaggregated point's xPyD and KV connector (e.g. `1P1D example`)."""
+    split = rows["topology"].eq("disaggregated") if "topology" in rows else pd.Series(False, index=rows.index)
+    if not split.any():
+        return pd.Series(AGGREGATED, index=rows.index, dtype=object)
+    d = rows[split]
+    named = (d["prefill_instances"].astype(int).astype(str) + "P" + d["decode_instances"].astype(int).astype(str)
+             + "D " + d["kv_connector"].astype(str))
+    return named.reindex(rows.index).fillna(AGGREGATED)
+
+
+def layout_rows(ok: pd.DataFrame) -> list[dict[str, Any]]:
+    """Aggregated against disaggregated at equal cards: for each configuration and load measured both ways, each
+    layout's goodput, throughput and latencies, and a disaggregated one's split TTFT and KV per request, with its
+    goodput and TTFT p99 as ratios to the aggregated point's."""
+    keys = [k for k in ("hardware", "model", "precision", "cards", "engine", "shape", "mode", "level") if k in ok]
+    rows = []
+    for key, g in trusted(ok).groupby(keys, dropna=False, sort=True):
+        base = g[g["layout"].eq(AGGREGATED)]
+        if base.empty or g["layout"].nunique() < 2:
+            continue
+        b = base.iloc[0]
+        for _, r in g.sort_values("layout", key=lambda s: s.ne(AGGREGATED)).iterrows():
+            split = r["layout"] != AGGREGATED
+            rows.append({**dict(zip(keys, key)), "level": fmt_num(r["level"]), "layout": r["layout"],
+                         **{c: fmt_num(r[c]) for c in (GOODPUT, TPUT, *LATENCY, *SPLIT)},
+                         "goodput_ratio": _ratio(r[GOODPUT], b[GOODPUT]) if split else "",
+                         "ttft_ratio": _ratio(r["ttft_p99_s"], b["ttft_p99_s"]) if split else ""})
+    return rows
+
+
+def _ratio(value: Any, base: Any) -> str:
+    return f"{value / base:.2f}×" if pd.notna(value) and pd.notna(base) and base else "—"
 
 
 def _saturated(ok: pd.DataFrame) -> pd.Series:
@@ -194,7 +231,9 @@ def pareto_chart(ok: pd.DataFrame) -> Chart:
     ok = ok.dropna(subset=[PER_USER, PER_CARD])
     if trusted(ok).empty:
         return empty_chart(chart_id, title)
-    ok = ok.assign(hw=label(ok, [f for f in ("hardware", "engine", "precision") if f in ok]))
+    fields = [f for f in ("hardware", "engine", "precision", "layout") if f in ok
+              and (f != "layout" or ok[f].nunique() > 1)]   # aggregated and disaggregated: each its own front
+    ok = ok.assign(hw=label(ok, fields))
     front = pd.concat([pareto(g).assign(hw=hw) for hw, g in trusted(ok).groupby("hw")])
     cols = ["hw", "series", "mode", "level", "requests", PER_USER, PER_CARD]
     x = alt.X(f"{PER_USER}:Q", title="tokens/s per user (1 / TPOT, mean over requests)")
@@ -309,6 +348,7 @@ def context(table: pd.DataFrame) -> dict[str, Any]:
             "n_saturated": int(ok["saturated"].sum()) if len(ok) else 0, "n_skipped": len(skipped),
             "n_merged": int(ok.apply(_merged, axis=1).sum()) if len(ok) else 0,
             "endpoint_rows": endpoint_rows(ok) if len(ok) else [],
+            "layout_rows": layout_rows(ok) if len(ok) else [],
             "point_rows": point_rows(ok) if len(ok) else [],
             "failed_rows": [{"point_id": r.get("point_id"), "status": r.get("status"),
                              "error": str(r.get("error_message") or "")[:300]} for _, r in failed.iterrows()]}

@@ -9,7 +9,7 @@ same clock), `ttft_s`, `e2e_s`, `chunk_times_s` (each content chunk's
 arrival from its start), `chunk_tokens` (tokens in each chunk), `prompt_tokens`, `cached_tokens` (of the prompt,
 found in the server's prefix cache; null where its usage does not say), `asked_tokens`, `output_tokens`, `ok`,
 `error`, `at_most` (asked_tokens was a limit: api=chat), `session` and `turn` (its conversation and its place
-there; 0 without turns).
+there; 0 without turns), `prefill_s` (a disaggregated point's prefill, timed by its router; null otherwise).
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ SCHEMA = pa.schema([
     ("prompt_tokens", pa.int32()), ("asked_tokens", pa.int32()), ("output_tokens", pa.int32()),
     ("ok", pa.bool_()), ("error", pa.string()), ("at_most", pa.bool_()),
     ("send_s", pa.float64()), ("cached_tokens", pa.int32()), ("session", pa.int32()), ("turn", pa.int32()),
+    ("prefill_s", pa.float64()),
 ])
 
 
@@ -45,7 +46,7 @@ def write(point_dir: Path | str, requests: Sequence[Request]) -> str:
         "at_most": [r.at_most for r in requests],
         "send_s": [None if r.sent is None else r.sent - t0 for r in requests],
         "cached_tokens": [r.cached_tokens for r in requests], "session": [r.session for r in requests],
-        "turn": [r.turn for r in requests],
+        "turn": [r.turn for r in requests], "prefill_s": [r.prefill_s for r in requests],
     }, schema=SCHEMA)
     with files.atomic(Path(point_dir) / NAME) as tmp:
         pq.write_table(table, tmp)
@@ -70,5 +71,5 @@ def read(path: Path | str) -> list[Request]:
                     start=r["start_s"], ok=r["ok"], error=r["error"], ttft=r["ttft_s"], e2e=r["e2e_s"],
                     chunk_times=r["chunk_times_s"], chunk_tokens=r["chunk_tokens"], output_tokens=r["output_tokens"],
                     sent=r.get("send_s"), cached_tokens=r.get("cached_tokens"), session=r.get("session") or 0,
-                    turn=r.get("turn") or 0)
+                    turn=r.get("turn") or 0, prefill_s=r.get("prefill_s"))
             for r in rows]
