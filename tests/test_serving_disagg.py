@@ -7,7 +7,6 @@ import asyncio
 import json
 import socket
 import sys
-import threading
 import time
 
 import pytest
@@ -17,7 +16,10 @@ from jobs.workloads import serving
 from jobs.workloads.serving import disagg, load, metrics, requests_file, router
 from jobs.workloads.serving import server as servers
 from jobs.workloads.serving.load import Load
+from tests import test_serving_load as stand_in
 from tests.helpers import point, problems
+
+instances = stand_in.serve   # the stand-in's fixture: it starts an Instance as it starts a FakeServer
 
 SERVING = ("workload=serving", "workload.engine=vllm", "cards=2")
 DISAGG = (*SERVING, "workload.topology=disaggregated")
@@ -29,6 +31,7 @@ class Instance:
 
     def __init__(self, prefill_s=0.0, ttft_s=0.0, gap_s=0.001):
         self.prefill_s, self.ttft_s, self.gap_s, self.bodies = prefill_s, ttft_s, gap_s, []
+        self.gets = {"/health": self.health, "/metrics": self.metrics}
 
     async def health(self, request):
         return web.Response(text="ok")
@@ -51,30 +54,6 @@ class Instance:
         usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": body["max_tokens"]}
         await resp.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n".encode())
         return resp
-
-
-@pytest.fixture
-def instances():
-    started = []
-
-    def start(instance: Instance) -> str:
-        app = web.Application()
-        app.router.add_get("/health", instance.health)
-        app.router.add_get("/metrics", instance.metrics)
-        app.router.add_post("/v1/completions", instance.completions)
-        port = servers.free_port()
-        loop = asyncio.new_event_loop()
-        runner = web.AppRunner(app)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-        threading.Thread(target=loop.run_forever, daemon=True).start()
-        started.append((loop, runner))
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for loop, runner in started:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
 
 
 def _router(prefill: list[str], decode: list[str]) -> servers.Server:

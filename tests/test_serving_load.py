@@ -84,6 +84,8 @@ def serve():
     def start(server: FakeServer) -> str:
         app = web.Application()
         app.router.add_post("/v1/completions", server.completions)
+        for path, handler in getattr(server, "gets", {}).items():   # a stand-in's /health, /metrics
+            app.router.add_get(path, handler)
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
