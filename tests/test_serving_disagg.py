@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from jobs.workloads import serving
-from jobs.workloads.serving import disagg, load, metrics, requests_file, router
+from jobs.workloads.serving import client, disagg, load, metrics, requests_file, router
 from jobs.workloads.serving import server as servers
 from jobs.workloads.serving.load import Load
 from tests import test_serving_load as stand_in
@@ -108,6 +108,10 @@ def test_an_instance_the_router_cannot_reach_fails_each_request_naming_it(instan
                         timeout_s=30).requests
     assert not any(q.ok for q in reqs)
     assert all(q.error.startswith(f"HTTP 502: the router could not reach the decode instance {gone}") for q in reqs)
+
+
+def test_the_client_reads_the_header_the_router_sends():
+    assert client.PREFILL_HEADER == router.HEADER.lower().encode()   # two spellings: the router imports nothing
 
 
 def test_the_routers_metrics_are_the_instances_summed():
