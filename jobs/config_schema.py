@@ -163,7 +163,7 @@ def redact(text: str) -> str:
     """`text` with its secrets hidden: the credentials inside URLs (user:password@, ?token=...), values shaped like
     issued tokens (SECRET_SHAPES) and the values of secret keys set in it (HF_TOKEN=..., +model.config.hf_token=...);
     references to environment variables ($TOKEN) are kept."""
-    return _redact_assigned(_redact_shapes(_redact_urls(text)))
+    return _redact_flags(_redact_assigned(_redact_shapes(_redact_urls(text))))
 
 
 def _redact_urls(text: str) -> str:
@@ -185,6 +185,21 @@ def _redact_assigned(text: str) -> str:
         return m[1] + _redact_assigned(m[3]) if "=" in m[3] else m[0]   # --env=HF_TOKEN=...
 
     return _ASSIGNED.sub(one, text)
+
+
+# a command-line flag named like a secret and its value, as a list override writes them: [--api-key,abc123]
+_FLAG_VALUE = re.compile(r"(--([A-Za-z][\w-]*)[ ,]\s*)(['\"]?)([^\s,\]'\"]+)")
+
+
+def _redact_flags(text: str) -> str:
+    return _FLAG_VALUE.sub(lambda m: f"{m[1]}{m[3]}<redacted>" if secret_key(m[2]) and _literal(m[4]) else m[0],
+                           text)
+
+
+def secret_flag(args: list) -> int | None:
+    """The index of the first command-line flag in `args` named like a secret (--api-key, --hf-token=...)."""
+    return next((i for i, a in enumerate(map(str, args)) if a.startswith("--")
+                 and secret_key(a[2:].split("=", 1)[0])), None)
 
 
 def _literal(secret: Any) -> bool:

@@ -133,6 +133,7 @@ _PYTHON = re.compile(r"[\w.+-]+|/\S+")
 _TWO_WORDS = re.compile(r"-[^\s=]*\s")   # `--bind /x` as one item: the runtime gets one argument
 _VARIABLE = re.compile(r"\$(\w+|\{[^}]*\}?)")   # $HOME, ${SCRATCH}: the job's shell never sees it
 _RUNTIME_WORDS = {*RUNTIMES, "singularity", *(rt.binary for name, rt in RUNTIMES.items() if name != "enroot")}
+_SETTING = re.compile(rf"({'|'.join(KEYS)}):")
 _OPERATORS = set("();<>|&`")   # the shell would end, redirect or background the command there
 
 
@@ -157,6 +158,9 @@ def _prefix_problems(prefix: str, where: str) -> list[str]:
     if any(w[:1] not in "'\"" and (set(w) & _OPERATORS or w.startswith("#")) for w in lexer):
         return [(f"{where}={prefix!r} holds a shell operator or comment outside quotes (; & | ( ) < > ` #): the "
                 "job's python would run outside it, or not at all; quote it, or use the mapping form")]
+    if words and _SETTING.match(words[0]):   # {runtime:x,image:y} unquoted: the shell split it, Hydra kept a part
+        return [(f"{where}={prefix!r} starts with {words[0]!r}, a setting, not a command: quote the mapping as a "
+                 f"whole ('++{where}={{runtime:...,image:...}}') or give a command prefix")]
     if len(words) == 1 and words[0] in _RUNTIME_WORDS:
         return [(f"{where}={prefix!r} is a runtime alone, not a command prefix: give the whole prefix (e.g. "
                 "'apptainer exec --nv IMAGE') or the mapping {runtime: ..., image: ...}")]
@@ -190,10 +194,30 @@ def _image_problems(image: Any, runtime: str, where: str) -> list[str]:
                  + (", or name a registry reference" if rt.references else ""))]
     if not (stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and runtime != "enroot")):
         return [f"{where}.image={image!r}: {runtime} runs {rt.paths}"]
+    if why := _content_problem(os.path.expanduser(image), stat.S_ISDIR(mode)):
+        return [f"{where}.image={image!r}: {why}; build it again (ci/container.sh is a recipe)"]
     if image.lower().endswith(NOT_RUN.get(runtime, ())):
         return [(f"{where}.image={image!r}: {runtime} runs {rt.paths}, not this kind of file: convert it first "
                  "(ch-convert, enroot import, apptainer build), or give the runtime that runs it")]
     return []
+
+
+SQUASHFS_MAGIC = b"hsqs"   # a SquashFS file's first bytes (little-endian superblock)
+
+
+def _content_problem(path: str, directory: bool) -> str | None:
+    """An image that cannot be one: an empty directory, or a SquashFS name on a file that is not SquashFS."""
+    try:
+        if directory:
+            with os.scandir(path) as entries:
+                return None if any(entries) else "an empty directory, not an image's root file system"
+        if path.lower().endswith((".sqfs", ".sqsh", ".squashfs")):
+            with open(path, "rb") as f:
+                if f.read(4) != SQUASHFS_MAGIC:
+                    return "not a SquashFS file (its first bytes are not SquashFS')"
+    except OSError as exc:
+        return f"cannot be read here ({exc.strerror})"
+    return None
 
 
 def _bind_problem(bind: str, where: str) -> str | None:

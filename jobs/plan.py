@@ -650,10 +650,32 @@ def plan(configs: list[tuple[list[str], dict[str, Any]]]) -> list[Point]:
     for overrides, cfg in configs:
         p = make_point(cfg, overrides)
         problems += [(p.label, why) for why in p.problems]
-        points.setdefault(p.point_id, p)
+        if p.point_id not in points:
+            points[p.point_id] = p
+        elif why := _collapsed(points[p.point_id], p):
+            problems.append((p.label, why))
     if problems:
         raise SweepRejected(problems)
     return list(points.values())
+
+
+def _collapsed(first: Point, again: Point) -> str | None:
+    """Why `again` may not silently be `first`: the grid asked for other workload settings, which no point id
+    holds (they do not apply, or change nothing measured), so the second would never run."""
+    a, b = _dotted(first.cfg["workload"]), _dotted(again.cfg["workload"])
+    differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    if not differ:
+        return None
+    return (f"is the same point as {first.label!r}: they differ only in "
+            + ", ".join(f"workload.{k} ({a.get(k)!r} / {b.get(k)!r})" for k in differ)
+            + ", which does not change what is measured here (it is in no point id); give one value")
+
+
+def _dotted(section: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in section.items():
+        out |= _dotted(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
+    return out
 
 
 MODEL_KEYS = ("hardware", "device", "model", "model_init", "precision", "cards", "cpu_threads_per_rank")

@@ -60,6 +60,7 @@ def test_a_command_prefix_is_kept_as_given(make_cfg):
 
 def test_binds_go_beside_the_sweep_directory(make_cfg, tmp_path):
     (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "bin").mkdir()   # an image directory: a root file system
     text = _script(make_cfg, _container("charliecloud", str(tmp_path / "img"), binds=f"[{tmp_path}:/data]"))
     assert f"-b /scratch/sweep:/scratch/sweep -b {tmp_path}:/data " in text
 
@@ -95,11 +96,22 @@ def test_binds_go_beside_the_sweep_directory(make_cfg, tmp_path):
     ("charliecloud", "'charliecloud' is a runtime alone"),
     ("{runtime:apptainer,image:'docker://x',options:['--env=PGPASSWORD=abc']}", "'--env=PGPASSWORD=<redacted>' sets"),
     ("{runtime:apptainer,image:'docker://x',options:['--env=DATA=$SCRATCH/d']}", "so $SCRATCH would not be expanded"),
+    ("'runtime:charliecloud'", "starts with 'runtime:charliecloud', a setting, not a command: quote the mapping"),
+    ("'python:/opt/venv/bin/python'", "a setting, not a command"),
 ])
 def test_bad_container_settings_are_refused_at_plan_time(make_cfg, setting, message):
     with pytest.raises(plan.SweepRejected) as err:
         plan.plan([([], make_cfg("cluster=localslurm", f"++cluster.slurm.container={setting}"))])
     assert message in str(err.value), str(err.value)
+
+
+def test_an_image_that_cannot_be_one_is_refused_at_plan_time(make_cfg, tmp_path):
+    (tmp_path / "fake.sqfs").write_text("not squashfs")
+    (tmp_path / "empty").mkdir()
+    for image, words in ((tmp_path / "fake.sqfs", "not a SquashFS file"), (tmp_path / "empty", "an empty directory")):
+        with pytest.raises(plan.SweepRejected) as err:
+            plan.plan([([], make_cfg("cluster=localslurm", _container("charliecloud", str(image))))])
+        assert words in str(err.value), str(err.value)
 
 
 @pytest.mark.parametrize("sweep_dir, binds, message", [
@@ -123,7 +135,7 @@ def test_a_bind_beside_or_of_the_sweep_directory_itself_is_accepted(make_cfg):
 
 
 def test_an_image_is_recorded_by_its_absolute_path_and_suits_its_runtime(make_cfg, tmp_path, monkeypatch):
-    (tmp_path / "img.sqfs").write_bytes(b"image")
+    (tmp_path / "img.sqfs").write_bytes(containers.SQUASHFS_MAGIC + b"image")
     (tmp_path / "img.sif").write_bytes(b"image")
     monkeypatch.chdir(tmp_path)
     text = _script(make_cfg, _container("charliecloud", "img.sqfs", binds=f"[{tmp_path}]"), sweep_dir=tmp_path)

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from jobs.metrics import percentile
 from jobs.noise import median_ci
-from jobs.workloads.serving import load, metrics
+from jobs.workloads.serving import client, load, metrics
 from jobs.workloads.serving.load import Load, Request
 
 
@@ -429,3 +429,12 @@ def test_endpoint_that_never_answers_says_which_request_timed_out_after_how_long
     assert [r.ok for r in reqs] == [False]
     assert reqs[0].error == ("TimeoutError: a request (prompt of 5 tokens, 3 asked) got no answer within "
                              "workload.request_timeout_s=0.5 s"), reqs[0].error
+
+
+@pytest.mark.parametrize("count", [1000, -5])
+def test_a_usage_count_the_server_cannot_have_made_fails_its_request(count):
+    r = client.Request(prompt_tokens=4, asked_tokens=4, ttft=0.1, output_tokens=count, chunk_tokens=[1] * 4)
+    assert client._count_problem(r) == (f"the server's usage says {count} completion tokens for 4 asked (4 "
+                                        "streamed): not a count it can have made")
+    r.output_tokens = 4
+    assert client._count_problem(r) is None

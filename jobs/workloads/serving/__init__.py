@@ -15,6 +15,7 @@ import os
 import re
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -69,8 +70,11 @@ def _endpoint_problems(cfg: dict[str, Any], lines: list | None) -> list[str]:
     """An endpoint point's own problems: its URL, its API, and text prompts where the API takes messages."""
     wl, where = cfg["workload"], target(cfg)
     problems = []
-    if not re.match(r"^https?://[^/\s]+", where.url):
-        problems.append(f"workload.endpoint={where.url!r} must be a URL like http://host:8000")
+    if why := _url_problem(where.url):
+        problems.append(f"workload.endpoint={where.url!r} {why}")
+    if wl["server_args"]:   # nothing is launched
+        problems.append(f"workload.server_args={list(wl['server_args'])} cannot apply to an endpoint (nothing is "
+                        "launched; the server measured is as it is): drop them")
     if where.api not in loads.APIS:
         problems.append(f"hardware={cfg['hardware']['name']}'s endpoint.api={where.api!r}: allowed "
                         f"{', '.join(loads.APIS)}")
@@ -81,6 +85,30 @@ def _endpoint_problems(cfg: dict[str, Any], lines: list | None) -> list[str]:
                         f"its API, not a server to launch: give workload.engine={cfg['hardware'].get('engine') or hosted[0]}"
                         f" (got {wl['engine']})")
     return problems
+
+
+def _url_problem(url: str) -> str | None:
+    if not re.match(r"^https?://[^/\s]+", url) or any(c.isspace() for c in url):
+        return "must be a URL like http://host:8000"
+    try:
+        urllib.parse.urlsplit(url).port   # noqa: B018 - the check is its ValueError
+    except ValueError as exc:
+        return f"is not a URL the client can reach: {exc} (a URL like http://host:8000)"
+    return None
+
+
+# the launcher sets these itself: a server told another port or host would never answer its health check
+_LAUNCHER_FLAGS = ("--port", "--host")
+
+
+def _server_args_problems(args: list) -> list[str]:
+    out = [f"workload.server_args[{i}]={arg!r}: {flag} is set by the launcher (the job picks a free port and "
+           "waits for the server there); drop it"
+           for i, arg in enumerate(map(str, args)) if (flag := arg.split("=", 1)[0]) in _LAUNCHER_FLAGS]
+    if (i := config_schema.secret_flag(args)) is not None:
+        out.append(f"workload.server_args[{i}] ({str(args[i]).split('=', 1)[0]}): a secret would be recorded and "
+                   "published with the point; a launched server needs no key (the job alone talks to it)")
+    return out
 
 
 def _hosted_problems(cfg: dict[str, Any]) -> list[str]:
@@ -147,6 +175,7 @@ def check(cfg: dict[str, Any]) -> list[str]:
         problems += disagg.problems(wl, int(cfg["cards"]))
     if hosted:
         return problems + _endpoint_problems(cfg, lines)
+    problems += _server_args_problems(wl["server_args"])
     launch = engines.SERVED[engine].serve
     if not launch.command:
         return problems + [f"server engine {engine} is a hosted service, nothing to launch: give workload.endpoint="

@@ -233,13 +233,23 @@ class _Target:
         req.e2e = time.monotonic() - req.start
         if req.error is None:
             req.output_tokens = req.output_tokens or sum(req.chunk_tokens)
-            req.ok = req.ttft is not None
-            if not req.ok:
-                req.error = "the stream ended without a token"
+            req.error = _count_problem(req)
+            req.ok = req.error is None
 
     def close(self) -> None:
         for conn in self.idle:
             conn.close()
+
+
+def _count_problem(req: Request) -> str | None:
+    """Why an ended stream is not an answer: no token, or a token count the server cannot have made (its usage
+    is what every throughput counts)."""
+    if req.ttft is None:
+        return "the stream ended without a token"
+    if req.output_tokens < 0 or req.output_tokens > req.asked_tokens:
+        return (f"the server's usage says {req.output_tokens} completion tokens for {req.asked_tokens} asked "
+                f"({sum(req.chunk_tokens)} streamed): not a count it can have made")
+    return None
 
 
 class _Events:
