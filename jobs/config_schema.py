@@ -89,8 +89,9 @@ class Key:
     def problem(self, path: str, value: Any) -> str | None:
         if value is None:
             return None if self.null else f"{path} must be set{self._allowed()}"
-        if not self.of_kind(value):
-            return f"{path}={value!r} must be {self._what()}{' or null' if self.null else ''}"
+        if not self.of_kind(value):   # of choices, name them: gate=true meant one (YAML reads it as a bool)
+            what = f"one of {', '.join(map(str, self.choices))}" if self.choices else self._what()
+            return f"{path}={value!r} must be {what}{' or null' if self.null else ''}"
         # nan passes every comparison, and the record's JSON has no nan or inf
         if self.kind == "float" and not math.isfinite(value):
             return f"{path}={value!r} must be {self._what()}; nan and inf are not allowed"

@@ -336,7 +336,22 @@ def make_point(cfg: dict[str, Any], overrides: list[str]) -> Point:
             point.resources = resources_for(cfg)
         except ValueError as exc:
             point.problems.append(str(exc))
+        else:
+            point.problems += _time_problems(cfg, point.resources)
     return point
+
+
+def _time_problems(cfg: dict[str, Any], res: Resources) -> list[str]:
+    """A point whose measurement alone outlasts its time limit would be killed with nothing recorded of it."""
+    least = workloads.get(cfg["workload"]["name"]).least_s(cfg)
+    if least is None or least[0] <= res.time_min * 60:
+        return []
+    return [f"{least[1]} last at least {_hours(least[0])}, past the point's time limit of {res.time_min} min "
+            "(cluster.time_limit): send a shorter load, or raise the limit"]
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
 
 
 def hardware_name_problem(hw: dict[str, Any], overrides: list[str]) -> str | None:

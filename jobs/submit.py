@@ -39,14 +39,17 @@ def _whole(rec: dict, point_dir: Path) -> bool:
 
 
 def _settled(rec: dict | None, p: Point) -> bool:
-    """An ok record, unless its accuracy gate failed under accuracy.gate=warn and this sweep enforces the gate: then
-    the point is measured again (and, failing again, recorded inaccurate). A level skipped past saturation stays
-    skipped while the sweep still asks for that (workload.stop_at_saturation)."""
+    """An ok record, unless this sweep enforces the accuracy gate and the record's gate failed under
+    accuracy.gate=warn or never ran (accuracy.gate=off): then the point is measured again (and, failing, recorded
+    inaccurate). A level skipped past saturation stays skipped while the sweep still asks for that
+    (workload.stop_at_saturation)."""
     if rec and rec["status"] == "skipped":
         return bool(((p.cfg or {}).get("workload") or {}).get("stop_at_saturation"))
     if not rec or rec["status"] != "ok":
         return False
-    return not ((rec.get("accuracy") or {}).get("passed") is False and accuracy.setting(p.cfg or {}) == "enforce")
+    gate = rec.get("accuracy") or {}
+    unchecked = gate.get("passed") is False or gate.get("gate") == "off"
+    return not (unchecked and accuracy.setting(p.cfg or {}) == "enforce")
 
 
 def _writable(directory: Path) -> bool:

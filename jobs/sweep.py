@@ -104,6 +104,10 @@ def _plan(configs: list[tuple[list[str], dict[str, Any]]]) -> _Sweep:
             raise plan.SweepRejected([("sweep", f"{key} must be the same for every point, got {sorted(values)}")])
     if why := _baseline_problem(first.get("report") or {}):
         raise plan.SweepRejected([("report", why)])
+    if (base := (first.get("report") or {}).get("baseline_hardware")) and base not in {
+            p.params.get("hardware") for p in points}:   # the sweep directory may hold its points from before
+        print(f"warning: report.baseline_hardware={base}: no point of this command runs it; the Hardware page "
+              "compares with it only if the sweep directory has ok points of it", file=sys.stderr, flush=True)
     try:
         sched = schedulers.get(first["cluster"]["kind"])
     except ValueError as exc:

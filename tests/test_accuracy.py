@@ -76,6 +76,9 @@ def test_accuracy_gate_is_a_checked_key(make_cfg):
     assert make_cfg()["accuracy"]["gate"] == "enforce"
     problems = config_schema.check(make_cfg("accuracy.gate=maybe"))
     assert any("accuracy.gate='maybe' is not allowed; allowed: enforce, warn, off" in p for p in problems)
+    # YAML reads true as a bool: the message still names what is allowed
+    problems = config_schema.check(make_cfg("accuracy.gate=true"))
+    assert any("accuracy.gate=True must be one of enforce, warn, off" in p for p in problems), problems
 
 
 def test_the_reference_is_built_once_per_model_and_seed(make_cfg, tmp_path, monkeypatch):

@@ -22,6 +22,7 @@ from analysis.hardware import (
 )
 from report.build import build, main
 from tests.browser import CHROMIUM, check_pages
+from tests.helpers import sweep
 
 BASE = [100.0, 97.0, 103.0, 99.0, 101.0, 98.5, 102.0]   # the baseline's repeats at batch 1, 1 card
 FACTORS = {"h100": 1.0, "gaudi3": 1.5, "mi300x": 0.8, "a100": 1.0}
@@ -283,3 +284,10 @@ def test_configurations_that_differ_only_beyond_the_labels_get_rows_of_their_own
     text = _text(build(pd.DataFrame(rows), tmp_path / "site").parent / "hardware.html")
     assert "m · bf16 · 1 card · 8x8 · batch 1 · seed 0" in text and "m · bf16 · 1 card · 8x8 · batch 1 · seed 1" in text
     assert "input tokens" not in text   # the shape already tells it
+
+
+def test_a_baseline_that_no_point_of_the_command_runs_is_warned_of(tmp_path):
+    """The sweep directory may hold its points from an earlier command, so it is said, not refused."""
+    proc = sweep(tmp_path, "dry_run=true", "report.baseline_hardware=mi300x")
+    assert proc.returncode == 0 and "warning: report.baseline_hardware=mi300x: no point of this command runs it"         in proc.stderr, proc.stderr
+    assert "warning: report" not in sweep(tmp_path, "dry_run=true", "report.baseline_hardware=cpu").stderr

@@ -379,3 +379,15 @@ def test_an_ok_point_that_failed_its_gate_under_warn_is_measured_again_under_enf
     assert [p.point_id for p in todo] == [IDS[0]] and [p.point_id for p in measured] == [IDS[1]]
     warned = [dataclasses.replace(p, cfg={"accuracy": {"gate": "warn"}}) for p in _points(IDS[:2])]
     assert split_measured(warned, sweep_dir, force=False)[0] == []
+
+
+def test_an_ok_point_measured_with_the_gate_off_is_measured_again_under_enforce(tmp_path):
+    """accuracy.gate=off records a speed nothing checked; a sweep that enforces the gate checks it."""
+    sweep_dir = tmp_path / "s"
+    rec = _measured(IDS[0])
+    rec["accuracy"] = {"gate": "off", "reference": "r", "passed": None}
+    records.write_point_record(records.record_path(sweep_dir / "points", IDS[0]), rec)
+    assert [p.point_id for p in split_measured(_points(IDS[:1]), sweep_dir, force=False)[0]] == [IDS[0]]
+    off = [dataclasses.replace(p, cfg={"accuracy": {"gate": "off"}}) for p in _points(IDS[:1])]
+    assert split_measured(off, sweep_dir, force=False)[0] == []
+

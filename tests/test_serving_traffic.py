@@ -3,8 +3,11 @@ conversations whose turns resend the conversation so far, shared prefixes, a tra
 prompt tokens, merged streams flagged, speculative chunks spread, and the plan-time refusals of these settings."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from jobs import plan
 from jobs.workloads import serving
 from jobs.workloads.serving import client, load, metrics, requests_file, trace, traffic
 from jobs.workloads.serving.load import Load
@@ -122,6 +125,15 @@ def test_speculative_chunks_are_spread_over_their_tokens_not_flagged():
      "workload.stop_at_saturation skips"),
     (["workload.level=64", "workload.requests=8"], "at most that many are ever in flight"),
     (["workload.level=4", "workload.requests=8", "workload.turns=4"], "2 conversations of 4 turns"),
+    (["workload.mode=rate", "workload.level=0.001", "workload.requests=32"],
+     "workload.requests=32 at workload.level=0.001 requests/s last at least 8.9 h, past the point's time limit"),
+    (["workload.turns=4", "workload.think_time_s=100000", "workload.requests=8", "workload.level=2"],
+     "4 turns with workload.think_time_s=100000 last at least 83.3 h"),
+    (["workload.endpoint=http://127.0.0.1:99999"], "Port out of range"),
+    (["workload.endpoint='http://host name:80'"], "must be a URL like http://host:8000"),
+    (["workload.endpoint=http://127.0.0.1:8000", "workload.server_args=[--foo]"], "cannot apply to an endpoint"),
+    (["workload.server_args=[--port,9000]"], "--port is set by the launcher"),
+    (["workload.server_args=[--api-key,abc123]"], "(--api-key): a secret would be recorded"),
 ])
 def test_traffic_settings_that_cannot_apply_are_refused_at_plan_time(make_cfg, overrides, words):
     found = problems(make_cfg, SERVING, *overrides)
@@ -156,6 +168,37 @@ def test_a_worker_marks_a_saturated_level_and_skips_the_levels_above_it(make_cfg
     assert serving._past_saturation(cfgs[2]) is None and "level 2 of this series" in serving._past_saturation(cfgs[4])
     other = make_cfg(SERVING, "workload.level=4", "workload.shape=64x16", "workload.stop_at_saturation=true")
     assert serving._past_saturation(other) is None   # another series
+
+
+def test_a_trace_whose_times_outlast_the_time_limit_is_refused(make_cfg, tmp_path):
+    lines = [{"timestamp": t, "input_length": 8, "output_length": 4, "hash_ids": [t]} for t in (0, 100_000_000)]
+    (tmp_path / "gap.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    found = problems(make_cfg, SERVING, "workload.mode=trace", f"workload.trace={tmp_path / 'gap.jsonl'}",
+                     "workload.requests=2", "workload.trace_block_tokens=8")
+    assert any("first 2 requests over its times / trace_speedup=1 last at least 27.8 h" in p for p in found), found
+
+
+def test_grid_points_that_are_one_point_are_refused_naming_what_differs(make_cfg):
+    configs = [(o, make_cfg(SERVING, *o)) for o in (["workload.stop_at_saturation=true"],
+                                                     ["workload.stop_at_saturation=false"])]
+    with pytest.raises(plan.SweepRejected) as err:
+        plan.plan(configs)
+    assert "they differ only in workload.stop_at_saturation (True / False), which does not change what is " \
+           "measured here" in str(err.value)
+
+
+def test_a_secret_flag_in_server_args_is_hidden_in_the_refusal(make_cfg):
+    with pytest.raises(plan.SweepRejected) as err:
+        override = "workload.server_args=[--api-key,abc123]"
+        plan.plan([([override], make_cfg(SERVING, override))])
+    assert "abc123" not in str(err.value) and "[--api-key,<redacted>]" in str(err.value)
+
+
+def test_llama_cpps_levels_are_one_series_though_its_slots_follow_the_level(make_cfg):
+    """Its server's --parallel is the level: still one load series, so stop_at_saturation applies."""
+    series = {serving._series(make_cfg(SERVING, "workload.engine=llamacpp", f"workload.level={lv}"))
+              for lv in (4, 16, 32)}
+    assert len(series) == 1
 
 
 @pytest.mark.slow

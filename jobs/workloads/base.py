@@ -214,6 +214,11 @@ class Workload(ABC):
         """Whether a preempted or timed-out job of this point is requeued (it continues from a checkpoint)."""
         return False
 
+    def least_s(self, cfg: Config) -> tuple[float, str] | None:
+        """The fewest seconds the point's measurement can last, and why (a load sent at a set pace), where it is
+        known before it runs; the plan refuses a point that could not end within its time limit."""
+        return None
+
     def incomplete(self, record: dict[str, Any], point_dir: Path) -> str | None:
         """Why an ok record is not whole (a file it keeps beside it is gone), so that a resumed sweep measures its
         point again; None where it is."""
@@ -231,7 +236,7 @@ class Workload(ABC):
 
 class Package(Workload):
     """A workload whose hooks are the functions of the same names in its package (`check`, `params`, `run`,
-    `tasks`; `identity`, `resolve`, `requeue` and `incomplete` where it defines them, else Workload's), declared in one line at
+    `tasks`; `identity`, `resolve`, `requeue`, `least_s` and `incomplete` where it defines them, else Workload's), declared in one line at
     the package's end: `WORKLOAD = Package(__name__, METRICS, OPTIONS)`. Its report page is the package's
     `report` module (report=False: none)."""
 
@@ -266,6 +271,10 @@ class Package(Workload):
     def resolve(self, cfg: Config) -> Config:
         own = self._hook("resolve")
         return own(cfg) if own else super().resolve(cfg)
+
+    def least_s(self, cfg: Config) -> tuple[float, str] | None:
+        own = self._hook("least_s")
+        return own(cfg) if own else super().least_s(cfg)
 
     def requeue(self, cfg: Config) -> bool:
         own = self._hook("requeue")

@@ -202,6 +202,28 @@ def check(cfg: dict[str, Any]) -> list[str]:
     return problems
 
 
+def least_s(cfg: dict[str, Any]) -> tuple[float, str] | None:
+    """An open loop's pace (rate: its conversations' starts; trace: its times) and the think time between turns
+    set how long a load lasts at the least, whatever the server does."""
+    wl = cfg["workload"]
+    think = (int(wl["turns"]) - 1) * float(wl["think_time_s"])
+    if wl["mode"] == "rate":
+        starts = -(-int(wl["requests"]) // int(wl["turns"])) / float(wl["level"])
+        why = f"workload.requests={wl['requests']} at workload.level={wl['level']:g} requests/s"
+    elif wl["mode"] == "trace" and wl["trace"]:
+        try:
+            due = [e.timestamp_s for e in traces.read(traffic.trace_path(wl["trace"]), limit=int(wl["requests"]))]
+        except (OSError, ValueError):   # the check says why
+            return None
+        starts = (due[-1] - due[0]) / float(wl["trace_speedup"]) if due else 0.0
+        why = f"workload.trace's first {len(due)} requests over its times / trace_speedup={wl['trace_speedup']:g}"
+    else:
+        starts, why = 0.0, ""
+    if think:
+        why += (" and " if why else "") + f"{wl['turns']} turns with workload.think_time_s={wl['think_time_s']:g}"
+    return (starts + think, why) if starts + think > 0 else None
+
+
 def _longest_words(wl: dict[str, Any], inp: int, out: int) -> str:
     if wl["turns"] == 1 and not wl["prefix_tokens"]:
         return "input+output"
@@ -490,7 +512,9 @@ _SERIES: dict[str, dict[float, tuple[float, float]]] = {}
 def _series(cfg: dict[str, Any]) -> str:
     """The point's load series: everything but its level (and the setting that only skips levels)."""
     wl = {k: v for k, v in cfg["workload"].items() if k not in ("level", "stop_at_saturation")}
-    return json.dumps([_server_key(cfg), wl], sort_keys=True, default=str)
+    # the server's own flags may follow the level (llama.cpp's slots): the series is its server at any level
+    any_level = {**cfg, "workload": {**cfg["workload"], "level": 1}}
+    return json.dumps([_server_key(any_level), wl], sort_keys=True, default=str)
 
 
 def _past_saturation(cfg: dict[str, Any]) -> str | None:
