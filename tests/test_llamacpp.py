@@ -34,6 +34,17 @@ def test_each_precision_has_its_gguf_type_and_others_are_refused():
         "engine llamacpp does not implement precision=fp8 (it implements: fp32, fp16, bf16, int8, int4)"]
 
 
+def test_a_cached_gguf_that_cannot_be_read_whole_is_written_again(tmp_path):
+    checkpoint = accuracy.seeded_checkpoint(TINY, "float32", 0)
+    path = Path(gguf_file.convert(checkpoint, "fp32", tmp_path))
+    size = path.stat().st_size
+    with open(path, "r+b") as f:   # a copy cut short (a full disk, a killed rsync)
+        f.truncate(size // 3)
+    assert not gguf_file._whole(path)
+    assert gguf_file.convert(checkpoint, "fp32", tmp_path) == str(path) and path.stat().st_size == size
+    assert gguf_file._whole(path)
+
+
 @pytest.mark.parametrize("precision, top1, dlogprob", [("fp32", 0.98, 0.02), ("int8", 0.7, 0.5)])
 def test_the_gguf_gives_transformers_logprobs_through_llamacpp(precision, top1, dlogprob):
     """The q/k permutation and tensor names are right: llama.cpp's teacher-forced logprobs match transformers'

@@ -33,6 +33,9 @@ def path_for(checkpoint: str, precision: str, cache: Path) -> Path:
 def convert(checkpoint: str, precision: str, cache: Path) -> str:
     """The GGUF of a transformers checkpoint directory, written once (atomically) and reused."""
     path = path_for(checkpoint, precision, cache)
+    if path.is_file() and not _whole(path):   # truncated or overwritten since: written again
+        print(f"[accelsweep] the cached GGUF {path} cannot be read whole; writing it again", flush=True)
+        path.unlink()
     if not path.is_file():
         import torch
         from transformers import AutoModelForCausalLM
@@ -47,6 +50,17 @@ def convert(checkpoint: str, precision: str, cache: Path) -> str:
         finally:
             Path(tmp).unlink(missing_ok=True)
     return str(path)
+
+
+def _whole(path: Path) -> bool:
+    """The file reads as GGUF with tensors, each one's data inside it (a truncated file fails gguf's reader)."""
+    import gguf
+
+    try:
+        tensors = gguf.GGUFReader(str(path)).tensors
+        return bool(tensors) and all(t.data_offset + t.n_bytes <= path.stat().st_size for t in tensors)
+    except Exception:   # noqa: BLE001 - gguf raises what a damaged file makes it raise (IndexError, ValueError...)
+        return False
 
 
 def _permute(w, n_head: int, n_kv: int | None):
