@@ -19,6 +19,7 @@ import math
 import os
 import time
 
+from jobs import conf
 from jobs.devices import Device
 
 ENV = "ACCELSWEEP_INJECT_SLOWDOWN"
@@ -39,6 +40,8 @@ def _pairs(var: str, text: str | None, ok, form: str) -> dict[str, float]:
             number = math.nan
         if not eq or not name.strip() or not ok(number):
             raise ValueError(f"{var}={text!r}: {part!r} must be {form}")
+        if name.strip() in out:
+            raise ValueError(f"{var}={text!r}: {name.strip()!r} is given twice; give it once")
         out[name.strip()] = number
     return out
 
@@ -109,7 +112,11 @@ def problems(hardware: set[str]) -> list[str]:
     would inject nothing, and the sweep meant to show a fault would pass."""
     try:
         named = {**{h: ENV for h in factors()}, **{k.split("/")[0]: LOGIT_ENV for k in noises()}}
+        precisions = {k.split("/", 1)[1] for k in noises() if "/" in k}
     except ValueError as exc:
         return [str(exc)]
+    known = set(conf.names("precision"))
     return [f"{var} names hardware {name!r}, which no hardware file has (known: {', '.join(sorted(hardware))})"
-            for name, var in sorted(named.items()) if name not in hardware]
+            for name, var in sorted(named.items()) if name not in hardware] + [
+        f"{LOGIT_ENV} names precision {p!r}, which no precision file has (known: {', '.join(sorted(known))})"
+        for p in sorted(precisions - known)]

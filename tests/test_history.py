@@ -233,6 +233,10 @@ def test_injection_problems_name_a_bad_logit_noise_and_an_unknown_hardware(monke
     monkeypatch.setenv(inject.LOGIT_ENV, "cpux=0.5")
     assert inject.problems(known) == [f"{inject.LOGIT_ENV} names hardware 'cpux', which no hardware file has "
                                       "(known: cpu, h100)"]
+    monkeypatch.setenv(inject.LOGIT_ENV, "cpu/zzz=0.5")
+    assert inject.problems(known)[0].startswith(f"{inject.LOGIT_ENV} names precision 'zzz', which no precision file")
+    monkeypatch.setenv(inject.LOGIT_ENV, "cpu=1,cpu=2")
+    assert inject.problems(known) == [f"{inject.LOGIT_ENV}='cpu=1,cpu=2': 'cpu' is given twice; give it once"]
 
 
 def test_slowed_device_stretches_the_time_between_synchronizations(monkeypatch):
