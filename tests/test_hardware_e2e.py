@@ -40,7 +40,10 @@ def test_three_names_of_one_cpu_compare_near_one_with_the_override_said(tmp_path
     (csv,) = (tmp_path / "figs").glob("hardware-inference*.csv")
     pairs = pd.read_csv(csv)
     assert len(pairs) == 8 and set(pairs.hardware) == {"gaudi3 (override: cpu)", "mi300x (override: cpu)"}
-    assert pairs.ratio.between(0.6, 1 / 0.6).all(), pairs[["hardware", "configuration", "ratio", "lo", "hi"]]
+    # near one wherever the comparison stands; a busy machine may push an unsettled point far off, which is
+    # why its comparison is then left unconfirmed (below)
+    settled = pairs[pairs.verdict != "unconfirmed"]
+    assert settled.ratio.between(0.6, 1 / 0.6).all(), pairs[["hardware", "configuration", "ratio", "verdict"]]
     # one device under three names is never called faster on numbers that had not settled: a point short of its
     # noise target (or crowded) leaves its comparison unconfirmed, whatever its interval over its own repeats says
     table = table.set_index(table.hardware + " (override: cpu)" + "|" + table.cards.astype(str) + "|"

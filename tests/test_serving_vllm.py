@@ -52,7 +52,9 @@ def test_closed_and_open_loops_get_exactly_the_asked_tokens(server):
         out = metrics.summary(reqs, window, cards=1, slo=metrics.Slo())
         assert out["ok_requests"] == spec.requests, [r.error for r in reqs]
         assert all(r.output_tokens == 12 and len(r.chunk_times) >= 2 for r in reqs)
-        assert 0 < out["ttft_p50_s"] <= out["e2e_p50_s"] and out["tpot_p50_s"] > 0 and out["output_tok_s"] > 0
+        assert 0 < out["ttft_p50_s"] <= out["e2e_p50_s"] and out["output_tok_s"] > 0
+        # the tiny model's server merges its stream on a busy machine: then no TPOT, and the figures say why
+        assert out["tpot_p50_s"] > 0 if out["per_token_measured"] else out["merged_requests"] > spec.requests / 2, out
     after = server.scrape()
     done = [k for k in after if k.startswith("vllm:request_success_total")]
     assert done and sum(after[k] for k in done) - sum(before.get(k, 0) for k in done) == 4 + 8 + 8 + 3
