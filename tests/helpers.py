@@ -1,6 +1,7 @@
 """Shared test helpers: the project's command lines run as a user runs them, one point planned, files listed."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,10 +13,20 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def sweep(cwd: Path, *args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
-    """`python -m jobs.sweep ARGS` in `cwd`, this checkout first on the path (`env`: instead of ENV)."""
-    return subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env=env or ENV, capture_output=True,
-                          text=True, timeout=600, check=False, **kw)
+def sweep(cwd: Path, *args: str, env: dict | None = None, timeout: float = 600, check: bool = False,
+          **kw) -> subprocess.CompletedProcess:
+    """`python -m jobs.sweep ARGS` in `cwd`, this checkout first on the path (`env`: instead of ENV); `check`: an
+    AssertionError with its output unless it exits 0."""
+    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", *args], cwd=cwd, env=env or ENV, capture_output=True,
+                          text=True, timeout=timeout, check=False, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def point_records(sweep_dir: Path) -> list[dict]:
+    """The records of a sweep directory's points, in point id order."""
+    return [json.loads(p.read_text()) for p in sorted((sweep_dir / "points").glob("*/record.json"))]
 
 
 def _cli(capsys, main, *argv) -> tuple[int, str]:

@@ -3,7 +3,6 @@
 faults a site's container setting can have: a runtime not installed on the node, a bind the image cannot take.
 The records must say which image (its SquashFS digest) and which python ran them: the image's (Debian's 3.11),
 not the host's."""
-import json
 import os
 import shutil
 import socket
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs import containers, records
+from tests import helpers
 
 pytestmark = pytest.mark.slow
 
@@ -35,16 +35,11 @@ INFERENCE = ("workload=inference", "workload.engine=hf", "model=tiny-llama", "wo
 
 
 def _sweep(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "USER": os.environ.get("USER", "root")}
-    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", *COMMON, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "USER": os.environ.get("USER", "root")}   # ch-run wants USER
+    return helpers.sweep(cwd, "-m", *COMMON, *args, env=env, timeout=900, check=check)
 
 
-def _records(sweep_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((sweep_dir / "points").glob("*/record.json"))]
+_records = helpers.point_records
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 
 from jobs import records
+from tests import helpers
+from tests.helpers import point_records
 
 pytestmark = pytest.mark.slow
 
@@ -53,16 +55,7 @@ INFERENCE = ("workload=inference", "workload.engine=hf", "model=tiny-llama", "wo
 
 
 def sweep(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "jobs.sweep", "-m", *BASE, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def point_records(sweep_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((sweep_dir / "points").glob("*/record.json"))]
+    return helpers.sweep(cwd, "-m", *BASE, *args, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=check)
 
 
 def assert_spans_two_nodes(rec: dict) -> list[str]:
