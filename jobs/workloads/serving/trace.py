@@ -9,7 +9,9 @@ times (optionally sped up).
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,7 +78,14 @@ def _entry(line: dict, where: str, last: float | None) -> Entry:
 
 def read(path: str | Path, *, limit: int | None = None, key: str = "workload.trace") -> list[Entry]:
     """The first `limit` (all with None) requests of the trace at `path`, in its order; ValueError naming the line
-    (`KEY=PATH, line N`) and the value that is not allowed."""
+    (`KEY=PATH, line N`) and the value that is not allowed. Read once while the file's size and mtime hold: the
+    plan asks for a point's trace in its check and again for the load's length."""
+    st = os.stat(path)
+    return list(_read(str(path), st.st_size, st.st_mtime_ns, limit, key))
+
+
+@functools.lru_cache(maxsize=16)
+def _read(path: str, _size: int, _mtime_ns: int, limit: int | None, key: str) -> tuple[Entry, ...]:
     out: list[Entry] = []
     for where, line in files.json_lines(path, key):
         out.append(_entry(line, where, out[-1].timestamp_s if out else None))
@@ -84,7 +93,7 @@ def read(path: str | Path, *, limit: int | None = None, key: str = "workload.tra
             break
     if not out:
         raise ValueError(f"{key}={path} holds no request")
-    return out
+    return tuple(out)
 
 
 def _ids(entropy: tuple[int, ...], n: int, first_id: int, vocab_size: int) -> np.ndarray:
