@@ -111,10 +111,11 @@ def problems(hardware: set[str]) -> list[str]:
     """Plan time: both variables read, and the hardware they name among `hardware` (the known names): a typo
     would inject nothing, and the sweep meant to show a fault would pass."""
     try:
-        named = {**{h: ENV for h in factors()}, **{k.split("/")[0]: LOGIT_ENV for k in noises()}}
-        precisions = {k.split("/", 1)[1] for k in noises() if "/" in k}
+        slowed, noised = factors(), noises()
     except ValueError as exc:
         return [str(exc)]
+    named = {**{h: ENV for h in slowed}, **{k.split("/")[0]: LOGIT_ENV for k in noised}}
+    precisions = {k.split("/", 1)[1] for k in noised if "/" in k}
     known = set(conf.names("precision"))
     return [f"{var} names hardware {name!r}, which no hardware file has (known: {', '.join(sorted(hardware))})"
             for name, var in sorted(named.items()) if name not in hardware] + [

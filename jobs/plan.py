@@ -346,8 +346,8 @@ def _time_problems(cfg: dict[str, Any], res: Resources) -> list[str]:
     least = workloads.get(cfg["workload"]["name"]).least_s(cfg)
     if least is None or least[0] <= res.time_min * 60:
         return []
-    return [f"{least[1]} last at least {_hours(least[0])}, past the point's time limit of {res.time_min} min "
-            "(cluster.time_limit): send a shorter load, or raise the limit"]
+    return [(f"{least[1]} last at least {_hours(least[0])}, past the point's time limit of {res.time_min} min "
+             "(cluster.time_limit): send a shorter load, or raise the limit")]
 
 
 def _hours(seconds: float) -> str:
@@ -594,7 +594,7 @@ def site_slurm(cfg: dict[str, Any]) -> dict[str, Any]:
 def container_workdir_problems(points: list[Point], sweep_dir: Path) -> list[tuple[str, str]]:
     """containers.workdir_problems for each point, once the sweep directory is known."""
     workdir = str(Path(sweep_dir).resolve())
-    return [(p.label, why) for p in points if p.resources
+    return [(p.label, why) for p in points if p.resources and isinstance(p.resources.container, containers.Container)
             for why in containers.workdir_problems(p.resources.container, workdir, _origin(p.cfg, "container"))]
 
 
@@ -618,7 +618,8 @@ def resources_for(cfg: dict[str, Any]) -> Resources:
     if cpus is None and hw["device"] == "cpu":  # a CPU card is cores_per_card cores: ask for them
         cpus = hw.get("cores_per_card")
     container = None
-    if cluster["kind"] != "local":   # a local point runs in this process's environment: the setting is Slurm's
+    # a local point runs in this process's environment: the setting is Slurm's
+    if cluster["kind"] != "local" and sl.get("container") is not None:
         bad = container_problems(sl.get("container"), _origin(cfg, "container"))
         if bad:
             raise ValueError("; ".join(bad))
