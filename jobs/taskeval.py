@@ -53,35 +53,34 @@ def problems(ds: dict[str, Any]) -> list[str]:
         out.append(f"workload.downstream.task_dir={ds['task_dir']!r} is not a directory; give a local folder of "
                    "lm_eval task YAML files, or null for lm_eval's own tasks (data already cached locally)")
     elif ds["task_dir"]:
-        found = local_tasks(ds["task_dir"])
+        found = task_files(ds["task_dir"])
         out += [f"workload.downstream.tasks: {t!r} is not a task in {ds['task_dir']} (its YAML files define: "
                 f"{', '.join(sorted(found)) or 'none'})" for t in ds["tasks"] if t not in found]
         out += [f"workload.downstream.tasks: {task!r} reads {path}, which does not exist (its data files must be "
-                "local: nothing is downloaded)" for task, path in missing_data(ds["task_dir"], ds["tasks"])]
+                "local: nothing is downloaded)" for task, path in missing_data(found, ds["tasks"])]
     return out
 
 
 _DATA_PATH = re.compile(r"""(?<![\w.])(/[^\s,{}'"\[\]]+\.(?:jsonl|json|csv|parquet|arrow|txt))""")
+_TASK_LINE = re.compile(r"^task:\s*['\"]?([^'\"\s#]+)", re.MULTILINE)
 
 
-def missing_data(task_dir: str, tasks) -> list[tuple[str, str]]:
-    """(task, path) for each absolute data file path that the YAML file defining one of `tasks` names and that does
-    not exist (found as text, like local_tasks): lm_eval would fail on it only after the point's load."""
-    out = []
+def task_files(task_dir: str) -> dict[str, list[str]]:
+    """Task name -> the texts of the YAML files under `task_dir` that define it (their `task:` lines; read as text:
+    lm_eval's YAML has custom tags), for plan-time checks without importing lm_eval."""
+    out: dict[str, list[str]] = {}
     for f in Path(task_dir).rglob("*.y*ml"):
         text = f.read_text(errors="replace")
-        named = set(re.findall(r"^task:\s*['\"]?([^'\"\s#]+)", text, re.MULTILINE)) & set(tasks)
-        out += [(task, path) for task in sorted(named) for path in _DATA_PATH.findall(text) if not Path(path).exists()]
+        for name in set(_TASK_LINE.findall(text)):
+            out.setdefault(name, []).append(text)
     return out
 
 
-def local_tasks(task_dir: str) -> set[str]:
-    """Task names the YAML files under `task_dir` define (their `task:` lines; read as text: lm_eval's YAML has
-    custom tags), for plan-time checks without importing lm_eval."""
-    names = set()
-    for f in Path(task_dir).rglob("*.y*ml"):
-        names |= set(re.findall(r"^task:\s*['\"]?([^'\"\s#]+)", f.read_text(errors="replace"), re.MULTILINE))
-    return names
+def missing_data(files: dict[str, list[str]], tasks) -> list[tuple[str, str]]:
+    """(task, path) for each absolute data file path that the YAML file defining one of `tasks` names and that does
+    not exist: lm_eval would fail on it only after the point's load."""
+    return [(task, path) for task in sorted(set(tasks) & set(files)) for text in files[task]
+            for path in _DATA_PATH.findall(text) if not Path(path).exists()]
 
 
 def accuracy(model, tokenizer, cfg: dict[str, Any], batch_size: int) -> dict[str, dict[str, float]]:
