@@ -57,8 +57,8 @@ def _whole(path: Path) -> bool:
     import gguf
 
     try:
-        tensors = gguf.GGUFReader(str(path)).tensors
-        return bool(tensors) and all(t.data_offset + t.n_bytes <= path.stat().st_size for t in tensors)
+        tensors, size = gguf.GGUFReader(str(path)).tensors, path.stat().st_size
+        return bool(tensors) and all(t.data_offset + t.n_bytes <= size for t in tensors)
     except Exception:   # noqa: BLE001 - gguf raises what a damaged file makes it raise (IndexError, ValueError...)
         return False
 

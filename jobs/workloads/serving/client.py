@@ -53,10 +53,6 @@ class Request:
     def cut_short(self) -> bool:
         return self.ok and not self.at_most and self.output_tokens < self.asked_tokens
 
-    @property
-    def itl(self) -> list[float]:
-        return [b - a for a, b in zip(self.chunk_times, self.chunk_times[1:])]
-
 
 @dataclass
 class Share:

@@ -23,8 +23,3 @@ def saturated(levels: Sequence[tuple[float, float, float]]) -> list[bool]:
             best = max(best, tput)
         below = ttft
     return out
-
-
-def why(level: float, tput: float, best: float, ttft: float, below: float) -> str:
-    return (f"saturated at level {level:g}: {tput:.4g} output tokens/s, less than {GAIN:.0%} over the lower levels' "
-            f"best ({best:.4g}), while p50 TTFT grew from {below:.4g} s to {ttft:.4g} s")
